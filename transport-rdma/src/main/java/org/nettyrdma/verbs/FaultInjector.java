@@ -1,0 +1,17 @@
+package org.nettyrdma.verbs;
+
+/** Faults that tests inject into a provider that supports it (the emulated one). */
+public interface FaultInjector {
+
+    /** The next send work request that executes on {@code qp} fails with {@code wcStatus}, and the QP goes to ERROR. */
+    void failNextSend(QueuePair qp, int wcStatus);
+
+    /**
+     * Cuts the link under a connected QP without any CM event: both sides' QPs stay as they are, and every send
+     * thereafter fails with RETRY_EXC_ERR (a peer that died, a pulled cable).
+     */
+    void severLink(QueuePair qp);
+
+    /** Completions for {@code cq} become visible {@code delayNanos} after the work finished (0 restores). */
+    void delayCompletions(CompletionQueue cq, long delayNanos);
+}

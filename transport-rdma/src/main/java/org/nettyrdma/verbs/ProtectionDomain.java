@@ -1,0 +1,22 @@
+package org.nettyrdma.verbs;
+
+import java.nio.ByteBuffer;
+
+/** {@code ibv_pd}. Closing it while memory regions or queue pairs use it fails with EBUSY. */
+public interface ProtectionDomain extends AutoCloseable {
+
+    Device device();
+
+    /**
+     * {@code ibv_reg_mr} of the buffer's bytes from 0 to its capacity.
+     *
+     * @param buffer a direct buffer (the emulated provider also takes heap buffers)
+     * @param access {@link Access} flags; REMOTE_WRITE without LOCAL_WRITE fails with EINVAL, and so does a buffer
+     *               longer than {@link DeviceAttributes#maxMrSize()}. A failure that the memlock limit caused says so.
+     */
+    MemoryRegion registerMemory(ByteBuffer buffer, int access) throws VerbsException;
+
+    /** {@code ibv_dealloc_pd}; idempotent. */
+    @Override
+    void close() throws VerbsException;
+}

@@ -1,0 +1,258 @@
+package org.nettyrdma.verbs.emulated;
+
+import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.DeviceAttributes;
+import org.nettyrdma.verbs.DeviceAttributes.Transport;
+import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.VerbsException;
+
+import java.net.Inet4Address;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * An in-process RDMA fabric: devices with IP addresses, the RDMA CM port space, the memory keys, and a timer thread
+ * for what happens later on a real fabric (RNR retries, CM time-outs, delayed completions). Everything created by
+ * the {@link EmulatedProvider}s of one fabric can talk to everything else on it.
+ *
+ * <p>Locking, outermost first: the fabric (CM state), a connection's link (both QPs' queues), a completion queue, a
+ * completion channel. Data-path calls never take the fabric lock.
+ */
+public final class EmulatedFabric {
+    private static final long IOVA_BASE = 0x7e00_0000_0000L;
+    private static final long PAGE = 4096;
+    private static final int FIRST_EPHEMERAL_PORT = 32768;
+    private static final int LAST_EPHEMERAL_PORT = 60999;
+
+    private static volatile EmulatedFabric defaultFabric;
+
+    private final List<EmulatedDevice> devices = new ArrayList<>();
+    private final Set<InetAddress> blackholes = new HashSet<>();
+    private final List<EmulatedCmId> boundIds = new ArrayList<>();
+    private final AtomicInteger qpNums = new AtomicInteger(0x11);
+    private volatile EmulatedMemoryRegion[] keys = new EmulatedMemoryRegion[16];
+    private int keyTag;
+    private long nextIova = IOVA_BASE;
+    private int nextEphemeralPort = FIRST_EPHEMERAL_PORT;
+    private volatile long rnrTimerNanos = TimeUnit.MICROSECONDS.toNanos(640);
+    private volatile int cmResponseTimeoutMillis = 10_000;
+    private ScheduledExecutorService timer;
+
+    /** The process-wide fabric: device {@code emu0} (RoCE) on the loopback addresses, 127.0.0.1 and ::1. */
+    public static EmulatedFabric defaultFabric() {
+        EmulatedFabric fabric = defaultFabric;
+        if (fabric == null) {
+            synchronized (EmulatedFabric.class) {
+                fabric = defaultFabric;
+                if (fabric == null) {
+                    fabric = new EmulatedFabric();
+                    fabric.addDevice("emu0", defaultAttributes(Transport.ROCE),
+                            InetAddress.getLoopbackAddress(), loopback6());
+                    defaultFabric = fabric;
+                }
+            }
+        }
+        return fabric;
+    }
+
+    private static InetAddress loopback6() {
+        try {
+            return InetAddress.getByAddress("localhost", new byte[] {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+        } catch (java.net.UnknownHostException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Limits like a current RoCE NIC's (or, for iWARP, a NIC without immediate data). */
+    public static DeviceAttributes defaultAttributes(Transport transport) {
+        return new DeviceAttributes(transport, 65536, 16384, 32, 256, 65536, 65536, 1L << 40, 16);
+    }
+
+    /**
+     * Adds a device that owns {@code addresses}. A device that owns a loopback address owns the whole loopback range
+     * of that family.
+     */
+    public synchronized Device addDevice(String name, DeviceAttributes attributes, InetAddress... addresses) {
+        for (EmulatedDevice d : devices) {
+            if (d.name().equals(name)) {
+                throw new IllegalArgumentException("device " + name + " exists");
+            }
+        }
+        EmulatedDevice device = new EmulatedDevice(this, name, attributes, Arrays.asList(addresses.clone()));
+        devices.add(device);
+        return device;
+    }
+
+    /** An address that resolves, but where nothing ever answers a connect: UNREACHABLE after the CM time-out. */
+    public synchronized void addBlackhole(InetAddress address) {
+        blackholes.add(address);
+    }
+
+    /** The wait between RNR retries (the QP's min_rnr_timer); 640 µs by default. */
+    public void rnrTimerNanos(long nanos) {
+        rnrTimerNanos = nanos;
+    }
+
+    long rnrTimerNanos() {
+        return rnrTimerNanos;
+    }
+
+    /** How long an unanswered connect waits before UNREACHABLE (-ETIMEDOUT); 10 s by default. */
+    public void cmResponseTimeoutMillis(int millis) {
+        cmResponseTimeoutMillis = millis;
+    }
+
+    int cmResponseTimeoutMillis() {
+        return cmResponseTimeoutMillis;
+    }
+
+    synchronized List<Device> devices() {
+        return new ArrayList<>(devices);
+    }
+
+    int nextQpNum() {
+        return qpNums.getAndIncrement() & 0xffffff;
+    }
+
+    synchronized EmulatedDevice deviceFor(InetAddress ip) {
+        for (EmulatedDevice d : devices) {
+            if (d.owns(ip)) {
+                return d;
+            }
+        }
+        return null;
+    }
+
+    synchronized boolean isBlackhole(InetAddress ip) {
+        return blackholes.contains(ip);
+    }
+
+    /** The first device at all, for destinations that resolve but aren't on this fabric (blackholes). */
+    synchronized EmulatedDevice anyDevice(InetAddress family) {
+        for (EmulatedDevice d : devices) {
+            if (d.addressOfFamily(family) != null) {
+                return d;
+            }
+        }
+        return null;
+    }
+
+    // ---- port space (called with the fabric lock held by EmulatedCmId) ----
+
+    InetSocketAddress bindLocked(EmulatedCmId id, InetSocketAddress address) throws VerbsException {
+        int port = address.getPort();
+        InetAddress ip = address.getAddress();
+        if (port == 0) {
+            for (int tries = 0; tries <= LAST_EPHEMERAL_PORT - FIRST_EPHEMERAL_PORT; tries++) {
+                int candidate = nextEphemeralPort;
+                nextEphemeralPort = candidate == LAST_EPHEMERAL_PORT ? FIRST_EPHEMERAL_PORT : candidate + 1;
+                if (!portTaken(ip, candidate)) {
+                    port = candidate;
+                    break;
+                }
+            }
+            if (port == 0) {
+                throw new VerbsException("rdma_bind_addr", Errno.EADDRINUSE, "no free port");
+            }
+        } else if (portTaken(ip, port)) {
+            throw new VerbsException("rdma_bind_addr", Errno.EADDRINUSE, address.toString());
+        }
+        boundIds.add(id);
+        return new InetSocketAddress(ip, port);
+    }
+
+    private boolean portTaken(InetAddress ip, int port) {
+        for (EmulatedCmId other : boundIds) {
+            InetSocketAddress a = other.boundAddress();
+            if (a != null && a.getPort() == port
+                    && (a.getAddress().isAnyLocalAddress() || ip.isAnyLocalAddress() || a.getAddress().equals(ip))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    void unbindLocked(EmulatedCmId id) {
+        boundIds.remove(id);
+    }
+
+    EmulatedCmId listenerLocked(InetSocketAddress destination) {
+        for (EmulatedCmId id : boundIds) {
+            InetSocketAddress a = id.boundAddress();
+            if (id.isListening() && a.getPort() == destination.getPort()
+                    && (a.getAddress().equals(destination.getAddress()) || (a.getAddress().isAnyLocalAddress()
+                    && (a.getAddress() instanceof Inet4Address) == (destination.getAddress() instanceof Inet4Address)))) {
+                return id;
+            }
+        }
+        return null;
+    }
+
+    // ---- memory keys: key = index << 8 | tag, as hardware keys are; 0 is never a key ----
+
+    synchronized EmulatedMemoryRegion register(EmulatedProtectionDomain pd, java.nio.ByteBuffer buffer, int access) {
+        EmulatedMemoryRegion[] table = keys;
+        int index = 1;
+        while (index < table.length && table[index] != null) {
+            index++;
+        }
+        EmulatedMemoryRegion[] copy = Arrays.copyOf(table, index < table.length ? table.length : table.length * 2);
+        keyTag = (keyTag + 1) & 0xff;
+        int key = index << 8 | keyTag;
+        long length = buffer.capacity();
+        EmulatedMemoryRegion mr = new EmulatedMemoryRegion(pd, buffer, nextIova, length, access, key);
+        nextIova += (length + PAGE - 1) / PAGE * PAGE + PAGE;
+        copy[index] = mr;
+        keys = copy;
+        return mr;
+    }
+
+    synchronized void deregister(EmulatedMemoryRegion mr) {
+        EmulatedMemoryRegion[] copy = keys.clone();
+        int index = mr.lkey() >>> 8;
+        if (copy[index] == mr) {
+            copy[index] = null;
+        }
+        keys = copy;
+    }
+
+    /** The region a key names, or null. Lock-free; allocates nothing. */
+    EmulatedMemoryRegion lookup(int key) {
+        EmulatedMemoryRegion[] table = keys;
+        int index = key >>> 8;
+        if (index == 0 || index >= table.length) {
+            return null;
+        }
+        EmulatedMemoryRegion mr = table[index];
+        return mr != null && mr.lkey() == key ? mr : null;
+    }
+
+    // ---- later ----
+
+    ScheduledFuture<?> schedule(Runnable task, long delayNanos) {
+        ScheduledExecutorService t;
+        synchronized (this) {
+            if (timer == null) {
+                ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
+                    Thread thread = new Thread(r, "emulated-rdma-fabric-timer");
+                    thread.setDaemon(true);
+                    return thread;
+                });
+                executor.setRemoveOnCancelPolicy(true);
+                timer = executor;
+            }
+            t = timer;
+        }
+        return t.schedule(task, delayNanos, TimeUnit.NANOSECONDS);
+    }
+}

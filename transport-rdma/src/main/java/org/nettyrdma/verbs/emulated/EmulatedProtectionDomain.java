@@ -1,0 +1,74 @@
+package org.nettyrdma.verbs.emulated;
+
+import org.nettyrdma.verbs.Access;
+import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.VerbsException;
+
+import java.nio.ByteBuffer;
+
+final class EmulatedProtectionDomain implements ProtectionDomain {
+    private static final int KNOWN_ACCESS = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
+
+    private final EmulatedDevice device;
+    private int users;
+    private boolean closed;
+
+    EmulatedProtectionDomain(EmulatedDevice device) {
+        this.device = device;
+    }
+
+    @Override
+    public Device device() {
+        return device;
+    }
+
+    EmulatedDevice emulatedDevice() {
+        return device;
+    }
+
+    @Override
+    public MemoryRegion registerMemory(ByteBuffer buffer, int access) throws VerbsException {
+        if (buffer == null || (access & ~KNOWN_ACCESS) != 0
+                || ((access & Access.REMOTE_WRITE) != 0 && (access & Access.LOCAL_WRITE) == 0)) {
+            throw new VerbsException("ibv_reg_mr", Errno.EINVAL,
+                    buffer == null ? "no buffer" : "access flags " + access + " (remote write needs local write)");
+        }
+        if (buffer.capacity() > device.attributes().maxMrSize()) {
+            throw new VerbsException("ibv_reg_mr", Errno.EINVAL,
+                    buffer.capacity() + " bytes over max_mr_size " + device.attributes().maxMrSize());
+        }
+        synchronized (this) {
+            if (closed) {
+                throw new VerbsException("ibv_reg_mr", Errno.EBADF, "protection domain closed");
+            }
+            device.reserveMr();
+            users++;
+        }
+        return device.fabric().register(this, buffer, access);
+    }
+
+    synchronized void use() throws VerbsException {
+        if (closed) {
+            throw new VerbsException("rdma_create_qp", Errno.EBADF, "protection domain closed");
+        }
+        users++;
+    }
+
+    synchronized void release() {
+        users--;
+    }
+
+    @Override
+    public synchronized void close() throws VerbsException {
+        if (closed) {
+            return;
+        }
+        if (users > 0) {
+            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions or queue pairs use it");
+        }
+        closed = true;
+    }
+}

@@ -1,0 +1,685 @@
+package org.nettyrdma.verbs.emulated;
+
+import org.nettyrdma.verbs.Access;
+import org.nettyrdma.verbs.CompletionQueue;
+import org.nettyrdma.verbs.ConnectionParameters;
+import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.QpInitAttributes;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.SendFlags;
+import org.nettyrdma.verbs.WcOpcode;
+import org.nettyrdma.verbs.WcStatus;
+import org.nettyrdma.verbs.WorkRequestList;
+import org.nettyrdma.verbs.WrOpcode;
+
+import java.nio.ByteBuffer;
+import java.util.concurrent.ScheduledFuture;
+
+/**
+ * An RC queue pair. Posting copies the work requests into the QP's own queues (as hardware copies WQEs) and then
+ * executes what can run, in order, on the posting thread: the bytes move from the sender's registered memory into the
+ * peer's, and completions go to both sides' completion queues. A SEND that finds no receive waits (RNR) until the
+ * peer posts one or the retries run out. Both QPs of a connection share one lock, their {@link Link}. The data path
+ * allocates nothing.
+ */
+final class EmulatedQueuePair implements QueuePair {
+    /** The wire between two QPs; its monitor guards both QPs' queues. */
+    static final class Link {
+        boolean severed;
+    }
+
+    private static final int RNR_WAIT = -1;
+
+    private final EmulatedFabric fabric;
+    private final EmulatedDevice device;
+    private final EmulatedProtectionDomain pd;
+    private final EmulatedCompletionQueue sendCq;
+    private final EmulatedCompletionQueue recvCq;
+    private final QpInitAttributes caps;
+    private final int qpNum;
+    private final boolean immediates;
+    private final boolean signalAll;
+    private final Runnable rnrTimerTask = this::onRnrTimer;
+
+    private volatile Link link = new Link();
+    private volatile QpState state = QpState.INIT;
+    private volatile boolean destroyed;
+    private EmulatedQueuePair peer;
+    private int rnrRetry = ConnectionParameters.RNR_RETRY_INFINITE;
+    private int injectedStatus;
+
+    // send queue: slots [sqHead, sqExec) executed but not yet freed (unsignalled), [sqExec, sqTail) waiting
+    private final int sqSize;
+    private final int sqSge;
+    private final int inlineMax;
+    private final long[] sqWrId;
+    private final int[] sqOpcode;
+    private final int[] sqFlags;
+    private final int[] sqImm;
+    private final long[] sqRemoteAddr;
+    private final int[] sqRkey;
+    private final int[] sqNumSge;
+    private final long[] sqSgeAddr;
+    private final int[] sqSgeLen;
+    private final int[] sqSgeLkey;
+    private final int[] sqInlineLen;
+    private final ByteBuffer sqInline;
+    private long sqHead;
+    private long sqExec;
+    private long sqTail;
+
+    // receive queue: [rqHead, rqTail) posted
+    private final int rqSize;
+    private final int rqSge;
+    private final long[] rqWrId;
+    private final int[] rqNumSge;
+    private final long[] rqSgeAddr;
+    private final int[] rqSgeLen;
+    private final int[] rqSgeLkey;
+    private long rqHead;
+    private long rqTail;
+
+    private boolean executing;
+    private boolean rnrWaiting;
+    private long rnrDeadline;
+    private ScheduledFuture<?> rnrTimer;
+
+    // destination cursor of the copy in progress, and a one-entry list for a contiguous remote range
+    private int cursorSge;
+    private int cursorOffset;
+    private final long[] oneAddr = new long[1];
+    private final int[] oneLen = new int[1];
+    private final int[] oneKey = new int[1];
+
+    EmulatedQueuePair(EmulatedDevice device, EmulatedProtectionDomain pd, QpInitAttributes caps) {
+        this.fabric = device.fabric();
+        this.device = device;
+        this.pd = pd;
+        this.caps = caps;
+        this.sendCq = (EmulatedCompletionQueue) caps.sendCq();
+        this.recvCq = (EmulatedCompletionQueue) caps.recvCq();
+        this.qpNum = fabric.nextQpNum();
+        this.immediates = device.attributes().supportsImmediateData();
+        this.signalAll = caps.signalAll();
+        sqSize = caps.maxSendWr();
+        sqSge = Math.max(1, caps.maxSendSge());
+        inlineMax = caps.maxInlineData();
+        sqWrId = new long[sqSize];
+        sqOpcode = new int[sqSize];
+        sqFlags = new int[sqSize];
+        sqImm = new int[sqSize];
+        sqRemoteAddr = new long[sqSize];
+        sqRkey = new int[sqSize];
+        sqNumSge = new int[sqSize];
+        sqSgeAddr = new long[sqSize * sqSge];
+        sqSgeLen = new int[sqSize * sqSge];
+        sqSgeLkey = new int[sqSize * sqSge];
+        sqInlineLen = new int[sqSize];
+        sqInline = ByteBuffer.allocate(sqSize * inlineMax);
+        rqSize = caps.maxRecvWr();
+        rqSge = Math.max(1, caps.maxRecvSge());
+        rqWrId = new long[rqSize];
+        rqNumSge = new int[rqSize];
+        rqSgeAddr = new long[rqSize * rqSge];
+        rqSgeLen = new int[rqSize * rqSge];
+        rqSgeLkey = new int[rqSize * rqSge];
+    }
+
+    @Override
+    public int qpNum() {
+        return qpNum;
+    }
+
+    @Override
+    public QpState state() {
+        return state;
+    }
+
+    @Override
+    public ProtectionDomain pd() {
+        return pd;
+    }
+
+    @Override
+    public CompletionQueue sendCq() {
+        return sendCq;
+    }
+
+    @Override
+    public CompletionQueue recvCq() {
+        return recvCq;
+    }
+
+    @Override
+    public QpInitAttributes capabilities() {
+        return caps;
+    }
+
+    // ---- posting ----
+
+    @Override
+    public int postSend(WorkRequestList wrs, int offset, int count) {
+        for (;;) {
+            Link l = link;
+            synchronized (l) {
+                if (l != link) {
+                    continue;
+                }
+                int rc = checkPost(wrs, offset, count);
+                if (rc == 0 && (state == QpState.INIT || state == QpState.RTR || state == QpState.RESET)) {
+                    rc = -Errno.EINVAL;
+                }
+                if (rc != 0) {
+                    wrs.badIndex(offset);
+                    return rc;
+                }
+                int end = offset + count;
+                for (int i = offset; i < end; i++) {
+                    rc = enqueueSend(wrs, i);
+                    if (rc != 0) {
+                        wrs.badIndex(i);
+                        progressSend();
+                        return rc;
+                    }
+                }
+                wrs.badIndex(-1);
+                progressSend();
+                return 0;
+            }
+        }
+    }
+
+    @Override
+    public int postRecv(WorkRequestList wrs, int offset, int count) {
+        for (;;) {
+            Link l = link;
+            synchronized (l) {
+                if (l != link) {
+                    continue;
+                }
+                int rc = checkPost(wrs, offset, count);
+                if (rc != 0) {
+                    wrs.badIndex(offset);
+                    return rc;
+                }
+                int end = offset + count;
+                for (int i = offset; i < end; i++) {
+                    rc = enqueueRecv(wrs, i);
+                    if (rc != 0) {
+                        wrs.badIndex(i);
+                        break;
+                    }
+                }
+                if (rc == 0) {
+                    wrs.badIndex(-1);
+                }
+                if (state == QpState.ERROR) {
+                    flushRecv();
+                } else {
+                    kickPeer();
+                }
+                return rc;
+            }
+        }
+    }
+
+    private int checkPost(WorkRequestList wrs, int offset, int count) {
+        if (destroyed) {
+            return -Errno.EBADF;
+        }
+        if (offset < 0 || count < 0 || offset + count > wrs.capacity()) {
+            return -Errno.EINVAL;
+        }
+        return 0;
+    }
+
+    private int enqueueSend(WorkRequestList wrs, int i) {
+        int opcode = wrs.opcode(i);
+        int flags = wrs.sendFlags(i);
+        int n = wrs.numSge(i);
+        if (opcode < WrOpcode.RDMA_WRITE || opcode > WrOpcode.RDMA_READ || n < 0 || n > caps.maxSendSge()
+                || (!immediates && (opcode == WrOpcode.SEND_WITH_IMM || opcode == WrOpcode.RDMA_WRITE_WITH_IMM))) {
+            return -Errno.EINVAL;
+        }
+        boolean inline = (flags & SendFlags.INLINE) != 0;
+        if (inline && opcode == WrOpcode.RDMA_READ) {
+            return -Errno.EINVAL;
+        }
+        if (sqTail - sqHead == sqSize) {
+            return -Errno.ENOMEM;
+        }
+        int slot = (int) (sqTail % sqSize);
+        int base = slot * sqSge;
+        long total = 0;
+        for (int j = 0; j < n; j++) {
+            sqSgeAddr[base + j] = wrs.sgeAddr(i, j);
+            sqSgeLen[base + j] = wrs.sgeLength(i, j);
+            sqSgeLkey[base + j] = wrs.sgeLkey(i, j);
+            total += wrs.sgeLength(i, j) & 0xffffffffL;
+        }
+        if (inline) {
+            if (total > inlineMax) {
+                return -Errno.EINVAL;
+            }
+            sqInlineLen[slot] = copyInline(slot, base, n, (int) total);
+        }
+        sqWrId[slot] = wrs.wrId(i);
+        sqOpcode[slot] = opcode;
+        sqFlags[slot] = flags;
+        sqImm[slot] = wrs.immData(i);
+        sqRemoteAddr[slot] = wrs.remoteAddr(i);
+        sqRkey[slot] = wrs.rkey(i);
+        sqNumSge[slot] = n;
+        sqTail++;
+        return 0;
+    }
+
+    /** Copies an inline send's bytes now, so the caller may reuse them; -1 if an SGE names no registered memory. */
+    private int copyInline(int slot, int base, int n, int total) {
+        int pos = slot * inlineMax;
+        for (int j = 0; j < n; j++) {
+            int len = sqSgeLen[base + j];
+            EmulatedMemoryRegion mr = fabric.lookup(sqSgeLkey[base + j]);
+            int offset = mr == null ? -1 : mr.offsetOf(sqSgeAddr[base + j], len);
+            if (offset < 0) {
+                return -1;
+            }
+            sqInline.put(pos, mr.memory(), offset, len);
+            pos += len;
+        }
+        return total;
+    }
+
+    private int enqueueRecv(WorkRequestList wrs, int i) {
+        int n = wrs.numSge(i);
+        if (n < 0 || n > caps.maxRecvSge()) {
+            return -Errno.EINVAL;
+        }
+        if (rqTail - rqHead == rqSize) {
+            return -Errno.ENOMEM;
+        }
+        int slot = (int) (rqTail % rqSize);
+        int base = slot * rqSge;
+        for (int j = 0; j < n; j++) {
+            rqSgeAddr[base + j] = wrs.sgeAddr(i, j);
+            rqSgeLen[base + j] = wrs.sgeLength(i, j);
+            rqSgeLkey[base + j] = wrs.sgeLkey(i, j);
+        }
+        rqWrId[slot] = wrs.wrId(i);
+        rqNumSge[slot] = n;
+        rqTail++;
+        return 0;
+    }
+
+    // ---- execution (with the link's monitor held) ----
+
+    private void progressSend() {
+        if (executing) {
+            return; // re-entered through the peer (it failed or went away while we executed): the loop goes on
+        }
+        executing = true;
+        try {
+            executeSendQueue();
+        } finally {
+            executing = false;
+        }
+    }
+
+    private void executeSendQueue() {
+        while (sqExec < sqTail) {
+            if (state == QpState.ERROR) {
+                flushSend();
+                return;
+            }
+            int slot = (int) (sqExec % sqSize);
+            int status;
+            if (injectedStatus != 0) {
+                status = injectedStatus;
+                injectedStatus = 0;
+            } else {
+                status = execute(slot);
+            }
+            if (status == RNR_WAIT) {
+                if (!rnrRetriesExhausted()) {
+                    return;
+                }
+                status = WcStatus.RNR_RETRY_EXC_ERR;
+            }
+            clearRnr();
+            sqExec++;
+            if (status == WcStatus.SUCCESS) {
+                if (signalAll || (sqFlags[slot] & SendFlags.SIGNALED) != 0) {
+                    sqHead = sqExec;
+                    sendCq.add(sqWrId[slot], status, wcOpcode(sqOpcode[slot]), byteLen(slot), 0, qpNum, 0, false);
+                }
+            } else {
+                sqHead = sqExec;
+                sendCq.add(sqWrId[slot], status, wcOpcode(sqOpcode[slot]), 0, 0, qpNum, 0, false);
+                enterError();
+            }
+        }
+    }
+
+    private int execute(int slot) {
+        EmulatedQueuePair p = peer;
+        if (link.severed || p == null || p.destroyed || p.state != QpState.RTS) {
+            return WcStatus.RETRY_EXC_ERR;
+        }
+        int opcode = sqOpcode[slot];
+        boolean inline = (sqFlags[slot] & SendFlags.INLINE) != 0;
+        int base = slot * sqSge;
+        long total;
+        if (inline) {
+            total = sqInlineLen[slot];
+        } else {
+            total = checkSges(sqSgeAddr, sqSgeLen, sqSgeLkey, base, sqNumSge[slot], pd,
+                    opcode == WrOpcode.RDMA_READ ? Access.LOCAL_WRITE : 0);
+        }
+        if (total < 0) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        if (total > Integer.MAX_VALUE) {
+            return WcStatus.LOC_LEN_ERR;
+        }
+        switch (opcode) {
+            case WrOpcode.SEND:
+            case WrOpcode.SEND_WITH_IMM: {
+                if (p.rqHead == p.rqTail) {
+                    return RNR_WAIT;
+                }
+                int rslot = (int) (p.rqHead % p.rqSize);
+                int rbase = rslot * p.rqSge;
+                long room = checkSges(p.rqSgeAddr, p.rqSgeLen, p.rqSgeLkey, rbase, p.rqNumSge[rslot], p.pd,
+                        Access.LOCAL_WRITE);
+                if (room < 0) {
+                    p.failRecv(rslot, WcStatus.LOC_PROT_ERR);
+                    return WcStatus.REM_OP_ERR;
+                }
+                if (room < total) {
+                    p.failRecv(rslot, WcStatus.LOC_LEN_ERR);
+                    return WcStatus.REM_INV_REQ_ERR;
+                }
+                copyOut(slot, inline, (int) total, p.rqSgeAddr, p.rqSgeLen, p.rqSgeLkey, rbase);
+                boolean imm = opcode == WrOpcode.SEND_WITH_IMM;
+                p.rqHead++;
+                p.recvCq.add(p.rqWrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV, (int) total, imm ? sqImm[slot] : 0,
+                        p.qpNum, imm ? WcOpcode.FLAG_WITH_IMM : 0, (sqFlags[slot] & SendFlags.SOLICITED) != 0);
+                return WcStatus.SUCCESS;
+            }
+            case WrOpcode.RDMA_WRITE:
+            case WrOpcode.RDMA_WRITE_WITH_IMM: {
+                if (remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot], total, Access.REMOTE_WRITE) == null) {
+                    p.enterError();
+                    return WcStatus.REM_ACCESS_ERR;
+                }
+                boolean imm = opcode == WrOpcode.RDMA_WRITE_WITH_IMM;
+                if (imm && p.rqHead == p.rqTail) {
+                    return RNR_WAIT;
+                }
+                oneAddr[0] = sqRemoteAddr[slot];
+                oneLen[0] = (int) total;
+                oneKey[0] = sqRkey[slot];
+                copyOut(slot, inline, (int) total, oneAddr, oneLen, oneKey, 0);
+                if (imm) {
+                    int rslot = (int) (p.rqHead % p.rqSize);
+                    p.rqHead++;
+                    p.recvCq.add(p.rqWrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, (int) total,
+                            sqImm[slot], p.qpNum, WcOpcode.FLAG_WITH_IMM, (sqFlags[slot] & SendFlags.SOLICITED) != 0);
+                }
+                return WcStatus.SUCCESS;
+            }
+            case WrOpcode.RDMA_READ: {
+                EmulatedMemoryRegion remote = remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot], total,
+                        Access.REMOTE_READ);
+                if (remote == null) {
+                    p.enterError();
+                    return WcStatus.REM_ACCESS_ERR;
+                }
+                cursorSge = 0;
+                cursorOffset = 0;
+                scatter(remote.memory(), remote.offsetOf(sqRemoteAddr[slot], total), (int) total,
+                        sqSgeAddr, sqSgeLen, sqSgeLkey, base);
+                return WcStatus.SUCCESS;
+            }
+            default:
+                return WcStatus.LOC_QP_OP_ERR;
+        }
+    }
+
+    /** Total bytes of a valid SGE list in {@code pd} with {@code access}; -1 if an entry isn't. */
+    private long checkSges(long[] addr, int[] len, int[] key, int base, int n, EmulatedProtectionDomain domain,
+                           int access) {
+        long total = 0;
+        for (int j = base; j < base + n; j++) {
+            long length = len[j] & 0xffffffffL;
+            EmulatedMemoryRegion mr = fabric.lookup(key[j]);
+            if (mr == null || mr.emulatedPd() != domain || (mr.access() & access) != access
+                    || mr.offsetOf(addr[j], length) < 0) {
+                return -1;
+            }
+            total += length;
+        }
+        return total;
+    }
+
+    private EmulatedMemoryRegion remoteRegion(EmulatedQueuePair p, long addr, int rkey, long length, int access) {
+        EmulatedMemoryRegion mr = rkey == 0 ? null : fabric.lookup(rkey);
+        return mr != null && mr.emulatedPd() == p.pd && (mr.access() & access) != 0 && mr.offsetOf(addr, length) >= 0
+                ? mr : null;
+    }
+
+    /** Moves send slot {@code slot}'s bytes into a validated destination SGE list. */
+    private void copyOut(int slot, boolean inline, int total, long[] addr, int[] len, int[] key, int base) {
+        cursorSge = 0;
+        cursorOffset = 0;
+        if (inline) {
+            scatter(sqInline, slot * inlineMax, total, addr, len, key, base);
+            return;
+        }
+        int sbase = slot * sqSge;
+        for (int j = sbase; j < sbase + sqNumSge[slot]; j++) {
+            EmulatedMemoryRegion mr = fabric.lookup(sqSgeLkey[j]);
+            scatter(mr.memory(), mr.offsetOf(sqSgeAddr[j], sqSgeLen[j]), sqSgeLen[j], addr, len, key, base);
+        }
+    }
+
+    private void scatter(ByteBuffer src, int srcIndex, int length, long[] addr, int[] len, int[] key, int base) {
+        while (length > 0) {
+            int j = base + cursorSge;
+            int room = len[j] - cursorOffset;
+            if (room <= 0) {
+                cursorSge++;
+                cursorOffset = 0;
+                continue;
+            }
+            int n = Math.min(room, length);
+            EmulatedMemoryRegion mr = fabric.lookup(key[j]);
+            mr.memory().put(mr.offsetOf(addr[j], len[j]) + cursorOffset, src, srcIndex, n);
+            cursorOffset += n;
+            srcIndex += n;
+            length -= n;
+        }
+    }
+
+    private int byteLen(int slot) {
+        if ((sqFlags[slot] & SendFlags.INLINE) != 0) {
+            return sqInlineLen[slot];
+        }
+        long total = 0;
+        int base = slot * sqSge;
+        for (int j = base; j < base + sqNumSge[slot]; j++) {
+            total += sqSgeLen[j] & 0xffffffffL;
+        }
+        return (int) total;
+    }
+
+    private static int wcOpcode(int wrOpcode) {
+        switch (wrOpcode) {
+            case WrOpcode.RDMA_WRITE:
+            case WrOpcode.RDMA_WRITE_WITH_IMM:
+                return WcOpcode.RDMA_WRITE;
+            case WrOpcode.RDMA_READ:
+                return WcOpcode.RDMA_READ;
+            default:
+                return WcOpcode.SEND;
+        }
+    }
+
+    /** The responder side of a failed SEND: the receive completes with {@code status} and this QP goes to error. */
+    private void failRecv(int slot, int status) {
+        rqHead++;
+        recvCq.add(rqWrId[slot], status, WcOpcode.RECV, 0, 0, qpNum, 0, false);
+        enterError();
+    }
+
+    private boolean rnrRetriesExhausted() {
+        if (rnrRetry == 0) {
+            return true;
+        }
+        if (rnrRetry >= ConnectionParameters.RNR_RETRY_INFINITE) {
+            rnrWaiting = true;
+            return false;
+        }
+        long now = System.nanoTime();
+        if (!rnrWaiting) {
+            rnrWaiting = true;
+            rnrDeadline = now + rnrRetry * fabric.rnrTimerNanos();
+        } else if (now - rnrDeadline >= 0) {
+            return true;
+        }
+        if (rnrTimer == null) {
+            rnrTimer = fabric.schedule(rnrTimerTask, rnrDeadline - now);
+        }
+        return false;
+    }
+
+    private void onRnrTimer() {
+        Link l = link;
+        synchronized (l) {
+            rnrTimer = null;
+            if (rnrWaiting && !destroyed) {
+                progressSend();
+            }
+        }
+    }
+
+    private void clearRnr() {
+        rnrWaiting = false;
+        if (rnrTimer != null) {
+            rnrTimer.cancel(false);
+            rnrTimer = null;
+        }
+    }
+
+    /** A peer stalled on us (RNR) tries again: we posted a receive, or went away. */
+    private void kickPeer() {
+        EmulatedQueuePair p = peer;
+        if (p != null && p.rnrWaiting) {
+            p.progressSend();
+        }
+    }
+
+    private void enterError() {
+        if (state == QpState.ERROR) {
+            return;
+        }
+        state = QpState.ERROR;
+        clearRnr();
+        flushRecv();
+        flushSend();
+        kickPeer();
+    }
+
+    private void flushRecv() {
+        while (rqHead < rqTail) {
+            int slot = (int) (rqHead % rqSize);
+            rqHead++;
+            recvCq.add(rqWrId[slot], WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qpNum, 0, false);
+        }
+    }
+
+    private void flushSend() {
+        while (sqExec < sqTail) {
+            int slot = (int) (sqExec % sqSize);
+            sqExec++;
+            sendCq.add(sqWrId[slot], WcStatus.WR_FLUSH_ERR, wcOpcode(sqOpcode[slot]), 0, 0, qpNum, 0, false);
+        }
+        sqHead = sqExec;
+    }
+
+    // ---- state changes ----
+
+    /** Connects two QPs (RDMA CM accept); each side's RNR retry count is the one its own side asked for. */
+    static void connect(EmulatedQueuePair active, int activeRnrRetry, EmulatedQueuePair passive, int passiveRnrRetry) {
+        Link l = active.link;
+        synchronized (l) {
+            passive.link = l;
+            active.peer = passive;
+            passive.peer = active;
+            active.rnrRetry = activeRnrRetry;
+            passive.rnrRetry = passiveRnrRetry;
+            if (active.state != QpState.ERROR) {
+                active.state = QpState.RTS;
+            }
+            if (passive.state != QpState.ERROR) {
+                passive.state = QpState.RTS;
+            }
+        }
+    }
+
+    @Override
+    public void moveToError() {
+        Link l = link;
+        synchronized (l) {
+            if (!destroyed) {
+                enterError();
+            }
+        }
+    }
+
+    void injectFailure(int wcStatus) {
+        Link l = link;
+        synchronized (l) {
+            injectedStatus = wcStatus;
+        }
+    }
+
+    void sever() {
+        Link l = link;
+        synchronized (l) {
+            l.severed = true;
+            if (rnrWaiting) {
+                progressSend();
+            }
+            kickPeer();
+        }
+    }
+
+    boolean isDestroyed() {
+        return destroyed;
+    }
+
+    @Override
+    public void close() {
+        Link l = link;
+        synchronized (l) {
+            if (destroyed) {
+                return;
+            }
+            destroyed = true;
+            state = QpState.ERROR;
+            clearRnr();
+            kickPeer();
+        }
+        sendCq.detach();
+        recvCq.detach();
+        pd.release();
+        device.releaseQp();
+    }
+
+    @Override
+    public String toString() {
+        return "qp " + qpNum + " on " + device.name() + " (" + state + ')';
+    }
+}

@@ -1,0 +1,1336 @@
+package org.nettyrdma.verbs;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.function.Executable;
+import org.nettyrdma.verbs.DeviceAttributes.Transport;
+import org.nettyrdma.verbs.Loopback.End;
+import org.nettyrdma.verbs.Loopback.Events;
+import org.nettyrdma.verbs.Loopback.Wc;
+import org.nettyrdma.verbs.QueuePair.QpState;
+
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+import static org.nettyrdma.verbs.Access.LOCAL_WRITE;
+import static org.nettyrdma.verbs.Access.REMOTE_READ;
+import static org.nettyrdma.verbs.Access.REMOTE_WRITE;
+import static org.nettyrdma.verbs.Loopback.QUIET_NANOS;
+import static org.nettyrdma.verbs.Loopback.TIMEOUT_NANOS;
+import static org.nettyrdma.verbs.Loopback.ascii;
+import static org.nettyrdma.verbs.Loopback.awaitCqEvent;
+import static org.nettyrdma.verbs.Loopback.assertNoCqEvent;
+import static org.nettyrdma.verbs.Loopback.pattern;
+import static org.nettyrdma.verbs.Loopback.read;
+import static org.nettyrdma.verbs.Loopback.write;
+import static org.nettyrdma.verbs.SendFlags.INLINE;
+import static org.nettyrdma.verbs.SendFlags.SIGNALED;
+
+/**
+ * The behaviour every {@link VerbsProvider} must show (docs/verbs-spi.md), written once and run against each provider:
+ * a concrete subclass names the provider and the IP of the device under test, and every test connects that device
+ * to itself ({@link Loopback}). Nothing here may depend on a particular provider: what only the emulated provider can
+ * do (fault injection, CQ overrun as a return code) is guarded by an assumption that says why.
+ */
+@Timeout(30)
+public abstract class VerbsConformanceSuite {
+    private static final int SIZE = 4096;
+    private static final int ALL = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ;
+    private static final int IMM = 0xCAFE_0102;
+
+    private Loopback fx;
+    private End client;
+    private End server;
+
+    /** A new provider for each test; the suite closes it after the test. */
+    protected abstract VerbsProvider newProvider() throws Exception;
+
+    /** The IP address of the device under test; both ends of every connection use it. */
+    protected abstract InetAddress deviceAddress();
+
+    @BeforeEach
+    void setUp() throws Exception {
+        fx = new Loopback(newProvider(), deviceAddress());
+        client = fx.client;
+        server = fx.server;
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        if (fx != null) {
+            fx.close();
+        }
+    }
+
+    // ---- device ------------------------------------------------------------------------------------------------
+
+    @Test
+    void deviceReportsNameTransportAndLimits() throws Exception {
+        Device device = fx.device;
+        DeviceAttributes a = device.attributes();
+        assertFalse(device.name().isEmpty(), "device name");
+        assertNotNull(a.transport(), "transport");
+        assertTrue(a.maxQp() > 0 && a.maxQpWr() > 0 && a.maxSge() > 0 && a.maxCqe() > 0 && a.maxMr() > 0
+                && a.maxMrSize() > 0 && a.maxQpRdAtom() > 0 && a.maxInlineData() >= 0, a::toString);
+        assertTrue(fx.provider.devices().stream().anyMatch(d -> d.name().equals(device.name())),
+                "devices() lists " + device.name());
+    }
+
+    // ---- memory registration ------------------------------------------------------------------------------------
+
+    @Test
+    void registrationReportsKeysAddressAndLength() throws Exception {
+        MemoryRegion mr = server.register(SIZE, ALL);
+        MemoryRegion other = server.register(SIZE, ALL);
+        assertNotEquals(0, mr.lkey(), "lkey");
+        assertNotEquals(0, mr.rkey(), "rkey");
+        assertNotEquals(0L, mr.address(), "address");
+        assertEquals(SIZE, mr.length());
+        assertEquals(ALL, mr.access());
+        assertSame(server.pd, mr.pd());
+        ByteBuffer view = mr.buffer();
+        assertEquals(0, view.position());
+        assertEquals(SIZE, view.limit());
+        assertNotEquals(mr.lkey(), other.lkey(), "two regions, one lkey");
+        assertNotEquals(mr.rkey(), other.rkey(), "two regions, one rkey");
+        assertTrue(other.address() >= mr.address() + SIZE || other.address() + SIZE <= mr.address(),
+                "regions overlap: " + mr.address() + " and " + other.address());
+    }
+
+    @Test
+    void registrationOfASliceNamesTheSliceBytes() throws Exception {
+        fx.connect(fx.options());
+        ByteBuffer parent = ByteBuffer.allocateDirect(SIZE);
+        parent.put(0, pattern(SIZE, 5));
+        MemoryRegion slice = fx.own(client.pd.registerMemory(parent.position(1000).slice(), LOCAL_WRITE));
+        assertEquals(SIZE - 1000, slice.length());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, SIZE);
+        client.send(2, slice, 0, 100);
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        assertEquals(100, server.recvCompletion().byteLen());
+        assertArrayEquals(Arrays.copyOfRange(pattern(SIZE, 5), 1000, 1100), read(in, 0, 100));
+    }
+
+    @Test
+    void rkeyIsZeroWithoutRemoteAccess() throws Exception {
+        MemoryRegion mr = server.register(SIZE, LOCAL_WRITE);
+        assertNotEquals(0, mr.lkey());
+        assertEquals(0, mr.rkey());
+    }
+
+    @Test
+    void remoteWriteWithoutLocalWriteIsEinval() {
+        assertErrno(Errno.EINVAL, () -> server.register(SIZE, REMOTE_WRITE));
+    }
+
+    @Test
+    void regionLongerThanMaxMrSizeIsEinval() {
+        long max = fx.device.attributes().maxMrSize();
+        assumeTrue(max < 64 << 20, "maxMrSize " + max + " is too large to exceed with a test buffer");
+        assertErrno(Errno.EINVAL, () -> server.register((int) max + 1, LOCAL_WRITE));
+    }
+
+    @Test
+    void deregisteredRegionFailsWithLocProtErr() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        out.close();
+        out.close();
+        client.send(1, out, 0, 16);
+        assertWc(client.sendCompletion(), 1, WcStatus.LOC_PROT_ERR);
+    }
+
+    @Test
+    void closingPdWithRegionsIsEbusy() throws Exception {
+        ProtectionDomain pd = fx.own(fx.device.allocPd());
+        MemoryRegion mr = fx.register(pd, SIZE, LOCAL_WRITE);
+        assertErrno(Errno.EBUSY, pd::close);
+        mr.close();
+        pd.close();
+    }
+
+    // ---- local checks -------------------------------------------------------------------------------------------
+
+    @Test
+    void badLkeyFailsWithLocProtErr() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, SIZE);
+        fx.wrs.setSend(0, 2, WrOpcode.SEND, SIGNALED).addSge(0, out.address(), 16, out.lkey() ^ 0x7f00_0000);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.LOC_PROT_ERR);
+        assertEquals(QpState.ERROR, client.qp().state());
+        fx.assertNoCompletion(server.recvCq);
+    }
+
+    @Test
+    void sgeBeyondRegionFailsWithLocProtErr() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, SIZE);
+        client.send(2, out, SIZE - 10, 20);
+        assertWc(client.sendCompletion(), 2, WcStatus.LOC_PROT_ERR);
+        fx.assertNoCompletion(server.recvCq);
+    }
+
+    @Test
+    void regionOfAnotherPdFailsWithLocProtErr() throws Exception {
+        fx.connect(fx.options());
+        ProtectionDomain otherPd = fx.own(fx.device.allocPd());
+        MemoryRegion foreign = fx.register(otherPd, SIZE, LOCAL_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, SIZE);
+        client.send(2, foreign, 0, 16);
+        assertWc(client.sendCompletion(), 2, WcStatus.LOC_PROT_ERR);
+        fx.assertNoCompletion(server.recvCq);
+    }
+
+    @Test
+    void receiveIntoRegionWithoutLocalWriteFails() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion readOnly = server.register(SIZE, 0);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        server.recv(1, readOnly, 0, SIZE);
+        client.send(2, out, 0, 16);
+        assertWc(server.recvCompletion(), 1, WcStatus.LOC_PROT_ERR);
+        Wc send = client.sendCompletion();
+        assertEquals(2, send.wrId());
+        assertNotEquals(WcStatus.SUCCESS, send.status(), "the sender must see the receiver's failure: " + send);
+    }
+
+    @Test
+    void rdmaReadIntoRegionWithoutLocalWriteFails() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion remote = server.register(SIZE, LOCAL_WRITE | REMOTE_READ);
+        MemoryRegion readOnly = client.register(SIZE, 0);
+        fx.wr(0, 1, WrOpcode.RDMA_READ, SIGNALED, readOnly, 0, 64).remote(0, remote.address(), remote.rkey());
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 1, WcStatus.LOC_PROT_ERR);
+    }
+
+    // ---- remote checks ------------------------------------------------------------------------------------------
+
+    @Test
+    void rdmaWriteWithoutRemoteWriteIsRemAccessErr() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion target = server.register(SIZE, LOCAL_WRITE | REMOTE_READ);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(64, 1));
+        fx.wr(0, 1, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 64).remote(0, target.address(), target.rkey());
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 1, WcStatus.REM_ACCESS_ERR);
+        assertArrayEquals(new byte[64], read(target, 0, 64), "refused write changed the target");
+    }
+
+    @Test
+    void rdmaWriteBeyondRemoteRegionIsRemAccessErr() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion target = server.register(SIZE, LOCAL_WRITE | REMOTE_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        fx.wr(0, 1, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 16).remote(0, target.address() + SIZE - 8, target.rkey());
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 1, WcStatus.REM_ACCESS_ERR);
+    }
+
+    @Test
+    void rdmaReadWithoutRemoteReadIsRemAccessErr() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion remote = server.register(SIZE, LOCAL_WRITE | REMOTE_WRITE);
+        write(remote, 0, pattern(64, 2));
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        fx.wr(0, 1, WrOpcode.RDMA_READ, SIGNALED, local, 0, 64).remote(0, remote.address(), remote.rkey());
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 1, WcStatus.REM_ACCESS_ERR);
+        assertArrayEquals(new byte[64], read(local, 0, 64), "refused read changed the local buffer");
+    }
+
+    // ---- SEND / RECV --------------------------------------------------------------------------------------------
+
+    @Test
+    void sendsConsumeReceivesInPostedOrder() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        int n = 4;
+        int slot = 256;
+        for (int i = 0; i < n; i++) {
+            fx.recvWr(i, 100 + i, in, i * slot, slot);
+        }
+        fx.assertPosted(server.postRecv(n));
+        for (int i = 0; i < n; i++) {
+            write(out, i * slot, pattern(10 + 20 * i, i));
+            client.send(200 + i, out, i * slot, 10 + 20 * i);
+        }
+        List<Wc> recvs = server.recvCompletions(n);
+        List<Wc> sends = client.sendCompletions(n);
+        for (int i = 0; i < n; i++) {
+            assertWc(recvs.get(i), 100 + i, WcStatus.SUCCESS);
+            assertEquals(WcOpcode.RECV, recvs.get(i).opcode());
+            assertEquals(10 + 20 * i, recvs.get(i).byteLen());
+            assertFalse(recvs.get(i).withImm(), "a plain SEND carries no immediate");
+            assertArrayEquals(pattern(10 + 20 * i, i), read(in, i * slot, 10 + 20 * i), "message " + i);
+            assertWc(sends.get(i), 200 + i, WcStatus.SUCCESS);
+            assertEquals(WcOpcode.SEND, sends.get(i).opcode());
+        }
+    }
+
+    @Test
+    void gatherSendsSgesInOrder() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion a = client.register(SIZE, LOCAL_WRITE);
+        MemoryRegion b = client.register(SIZE, LOCAL_WRITE);
+        write(a, 10, ascii("Hello, "));
+        write(b, 100, ascii("RDMA "));
+        write(a, 500, ascii("world"));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, SIZE);
+        fx.wr(0, 2, WrOpcode.SEND, SIGNALED, a, 10, 7)
+                .addSge(0, b.address() + 100, 5, b.lkey())
+                .addSge(0, a.address() + 500, 5, a.lkey());
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 1, WcStatus.SUCCESS);
+        assertEquals(17, recv.byteLen());
+        assertArrayEquals(ascii("Hello, RDMA world"), read(in, 0, 17));
+    }
+
+    @Test
+    void scatterFillsReceiveSgesInOrder() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion in2 = server.register(SIZE, LOCAL_WRITE);
+        byte[] filler = new byte[SIZE];
+        Arrays.fill(filler, (byte) 0x55);
+        write(in, 0, filler);
+        write(in2, 0, filler);
+        fx.recvWr(0, 1, in, 0, 5)
+                .addSge(0, in.address() + 1000, 7, in.lkey())
+                .addSge(0, in2.address() + 2000, 20, in2.lkey());
+        fx.assertPosted(server.postRecv(1));
+        byte[] message = pattern(15, 3);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, message);
+        client.send(2, out, 0, 15);
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 1, WcStatus.SUCCESS);
+        assertEquals(15, recv.byteLen());
+        assertArrayEquals(Arrays.copyOfRange(message, 0, 5), read(in, 0, 5), "first SGE");
+        assertArrayEquals(Arrays.copyOfRange(message, 5, 12), read(in, 1000, 7), "second SGE");
+        assertArrayEquals(Arrays.copyOfRange(message, 12, 15), read(in2, 2000, 3), "third SGE");
+        assertArrayEquals(Arrays.copyOfRange(filler, 0, 17), read(in2, 2003, 17), "bytes past the message");
+        assertEquals(0x55, read(in, 5, 1)[0], "byte after the first SGE");
+    }
+
+    @Test
+    void zeroLengthSendConsumesReceiveWithByteLenZero() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, 64);
+        fx.wr(0, 2, WrOpcode.SEND, SIGNALED, null, 0, 0);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 1, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.RECV, recv.opcode());
+        assertEquals(0, recv.byteLen());
+    }
+
+    // ---- RNR ----------------------------------------------------------------------------------------------------
+
+    @Test
+    void noReceiveWithRnrRetryZeroFailsAndErrorsQp() throws Exception {
+        fx.connect(fx.options().rnrRetryCount(0));
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        client.send(1, out, 0, 16);
+        assertWc(client.sendCompletion(), 1, WcStatus.RNR_RETRY_EXC_ERR);
+        assertEquals(QpState.ERROR, client.qp().state());
+    }
+
+    @Test
+    void infiniteRnrRetryWaitsForLateReceive() throws Exception {
+        fx.connect(fx.options().rnrRetryCount(ConnectionParameters.RNR_RETRY_INFINITE));
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(32, 4));
+        client.send(1, out, 0, 32);
+        fx.assertNoCompletion(client.sendCq, server.recvCq);
+        server.recv(2, in, 0, SIZE);
+        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 2, WcStatus.SUCCESS);
+        assertEquals(32, recv.byteLen());
+        assertArrayEquals(pattern(32, 4), read(in, 0, 32));
+    }
+
+    // ---- lengths ------------------------------------------------------------------------------------------------
+
+    @Test
+    void messageLongerThanReceiveIsLocLenErr() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, 16);
+        client.send(2, out, 0, 32);
+        assertWc(server.recvCompletion(), 1, WcStatus.LOC_LEN_ERR);
+        assertWc(client.sendCompletion(), 2, WcStatus.REM_INV_REQ_ERR);
+        assertEquals(QpState.ERROR, server.qp().state(), "receiver QP");
+        assertEquals(QpState.ERROR, client.qp().state(), "sender QP");
+    }
+
+    // ---- RDMA WRITE / READ and immediate data ---------------------------------------------------------------------
+
+    @Test
+    void rdmaWriteLandsWithoutConsumingReceive() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion target = server.register(SIZE, LOCAL_WRITE | REMOTE_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        fx.recvWr(0, 1, in, 0, 256);
+        fx.recvWr(1, 2, in, 256, 256);
+        fx.assertPosted(server.postRecv(2));
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(300, 7));
+        fx.wr(0, 10, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 300).remote(0, target.address() + 64, target.rkey());
+        fx.assertPosted(client.postSend(1));
+        Wc written = client.sendCompletion();
+        assertWc(written, 10, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.RDMA_WRITE, written.opcode());
+        assertArrayEquals(pattern(300, 7), read(target, 64, 300));
+        fx.assertNoCompletion(server.recvCq);
+        write(out, 1000, pattern(20, 8));
+        client.send(11, out, 1000, 20);
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 1, WcStatus.SUCCESS);
+        assertEquals(20, recv.byteLen());
+        assertArrayEquals(pattern(20, 8), read(in, 0, 20));
+    }
+
+    @Test
+    void rdmaWriteWithImmConsumesReceive() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion target = server.register(SIZE, LOCAL_WRITE | REMOTE_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(300, 9));
+        fx.wr(0, 10, WrOpcode.RDMA_WRITE_WITH_IMM, SIGNALED, out, 0, 300)
+                .remote(0, target.address() + 128, target.rkey()).immData(0, IMM);
+        if (!fx.device.attributes().supportsImmediateData()) {
+            assertNoImmediateData();
+            return;
+        }
+        fx.recvWr(1, 1, null, 0, 0);
+        fx.assertPosted(server.qp().postRecv(fx.wrs, 1, 1));
+        fx.assertPosted(client.postSend(1));
+        Wc written = client.sendCompletion();
+        assertWc(written, 10, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.RDMA_WRITE, written.opcode());
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 1, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.RECV_RDMA_WITH_IMM, recv.opcode());
+        assertTrue(recv.withImm(), "FLAG_WITH_IMM: " + recv);
+        assertEquals(IMM, recv.imm());
+        assertEquals(300, recv.byteLen());
+        assertArrayEquals(pattern(300, 9), read(target, 128, 300));
+    }
+
+    @Test
+    void sendWithImmDeliversImmediate() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(40, 10));
+        fx.wr(0, 10, WrOpcode.SEND_WITH_IMM, SIGNALED, out, 0, 40).immData(0, IMM);
+        if (!fx.device.attributes().supportsImmediateData()) {
+            assertNoImmediateData();
+            return;
+        }
+        fx.recvWr(1, 1, in, 0, SIZE);
+        fx.assertPosted(server.qp().postRecv(fx.wrs, 1, 1));
+        fx.assertPosted(client.postSend(1));
+        Wc sent = client.sendCompletion();
+        assertWc(sent, 10, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.SEND, sent.opcode());
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 1, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.RECV, recv.opcode());
+        assertTrue(recv.withImm(), "FLAG_WITH_IMM: " + recv);
+        assertEquals(IMM, recv.imm());
+        assertEquals(40, recv.byteLen());
+        assertArrayEquals(pattern(40, 10), read(in, 0, 40));
+    }
+
+    /** On a device without immediate data, work request 0 (an opcode with immediate) is refused at post time. */
+    private void assertNoImmediateData() {
+        assertEquals(Transport.IWARP, fx.device.attributes().transport());
+        assertErrnoRc(Errno.EINVAL, client.postSend(1));
+        assertEquals(0, fx.wrs.badIndex());
+        fx.assertNoCompletion(client.sendCq);
+    }
+
+    @Test
+    void rdmaReadCopiesRemoteMemory() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion remote = server.register(SIZE, REMOTE_READ);
+        write(remote, 50, pattern(200, 11));
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        fx.wr(0, 1, WrOpcode.RDMA_READ, SIGNALED, local, 100, 200).remote(0, remote.address() + 50, remote.rkey());
+        fx.assertPosted(client.postSend(1));
+        Wc wc = client.sendCompletion();
+        assertWc(wc, 1, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.RDMA_READ, wc.opcode());
+        assertEquals(200, wc.byteLen());
+        assertArrayEquals(pattern(200, 11), read(local, 100, 200));
+    }
+
+    // ---- inline -------------------------------------------------------------------------------------------------
+
+    @Test
+    void inlineSendCopiesAtPostTime() throws Exception {
+        int inline = inlineSize();
+        fx.connect(fx.options().maxInlineData(inline));
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(inline, 12));
+        // no receive yet: the send waits (RNR) while its source is overwritten
+        fx.wr(0, 1, WrOpcode.SEND, SIGNALED | INLINE, out, 0, inline);
+        fx.assertPosted(client.postSend(1));
+        write(out, 0, pattern(inline, 13));
+        server.recv(2, in, 0, SIZE);
+        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 2, WcStatus.SUCCESS);
+        assertEquals(inline, recv.byteLen());
+        assertArrayEquals(pattern(inline, 12), read(in, 0, inline), "the bytes at post time");
+    }
+
+    @Test
+    void inlineSendOverQpLimitIsEinval() throws Exception {
+        fx.connect(fx.options().maxInlineData(inlineSize()));
+        int limit = client.qp().capabilities().maxInlineData();
+        MemoryRegion out = client.register(Math.max(SIZE, limit + 1), LOCAL_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, SIZE);
+        fx.wr(0, 2, WrOpcode.SEND, SIGNALED | INLINE, out, 0, 8);
+        fx.wr(1, 3, WrOpcode.SEND, SIGNALED | INLINE, out, 0, limit + 1);
+        assertErrnoRc(Errno.EINVAL, client.postSend(2));
+        assertEquals(1, fx.wrs.badIndex(), "badIndex names the oversized inline send");
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        fx.assertNoCompletion(client.sendCq);
+    }
+
+    private int inlineSize() {
+        int max = fx.device.attributes().maxInlineData();
+        assumeTrue(max > 0, "the device has no inline sends");
+        return Math.min(64, max);
+    }
+
+    // ---- signalling ---------------------------------------------------------------------------------------------
+
+    @Test
+    void unsignalledSuccessfulSendsProduceNoCompletion() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, 3, 64);
+        for (int i = 0; i < 2; i++) {
+            fx.wr(0, 10 + i, WrOpcode.SEND, 0, out, 0, 8);
+            fx.assertPosted(client.postSend(1));
+        }
+        assertEquals(List.of(0L, 1L), wrIds(server.recvCompletions(2)));
+        fx.assertNoCompletion(client.sendCq);
+        client.send(12, out, 0, 8);
+        assertWc(client.sendCompletion(), 12, WcStatus.SUCCESS);
+        assertWc(server.recvCompletion(), 2, WcStatus.SUCCESS);
+        fx.assertNoCompletion(client.sendCq);
+    }
+
+    @Test
+    void unsignalledFailedSendCompletes() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        fx.wrs.setSend(0, 7, WrOpcode.SEND, 0).addSge(0, out.address(), 16, out.lkey() ^ 0x7f00_0000);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 7, WcStatus.LOC_PROT_ERR);
+    }
+
+    @Test
+    void signalAllQpSignalsEverySend() throws Exception {
+        fx.connect(fx.options().signalAll(true));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, 3, 64);
+        for (int i = 0; i < 3; i++) {
+            fx.wr(i, 20 + i, WrOpcode.SEND, 0, out, 0, 8);
+        }
+        fx.assertPosted(client.postSend(3));
+        List<Wc> sends = client.sendCompletions(3);
+        assertEquals(List.of(20L, 21L, 22L), wrIds(sends));
+        assertEquals(statusNames(WcStatus.SUCCESS, 3), statusNames(sends));
+    }
+
+    // ---- ordering and CQs ---------------------------------------------------------------------------------------
+
+    @Test
+    void mixedChainCompletesInOrder() throws Exception {
+        fx.connect(fx.options());
+        int[] opcodes = {WrOpcode.SEND, WrOpcode.RDMA_WRITE, WrOpcode.RDMA_READ,
+                fx.device.attributes().supportsImmediateData() ? WrOpcode.SEND_WITH_IMM : WrOpcode.SEND};
+        int[] wcOpcodes = {WcOpcode.SEND, WcOpcode.RDMA_WRITE, WcOpcode.RDMA_READ, WcOpcode.SEND};
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion target = server.register(SIZE, ALL);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        int n = 40;
+        int piece = 16;
+        int readFrom = SIZE / 2;
+        write(target, readFrom, pattern(SIZE - readFrom, 14));
+        int sends = n / 2; // opcodes 0 and 3 of every 4
+        postRecvs(in, sends, piece);
+        for (int i = 0; i < n; i++) {
+            int op = opcodes[i % 4];
+            write(out, i * piece, pattern(piece, 100 + i));
+            if (op == WrOpcode.RDMA_READ) {
+                fx.wr(i, i, op, SIGNALED, local, i * piece, piece)
+                        .remote(i, target.address() + readFrom + i * piece, target.rkey());
+            } else {
+                fx.wr(i, i, op, SIGNALED, out, i * piece, piece)
+                        .remote(i, target.address() + i * piece, target.rkey()).immData(i, i);
+            }
+        }
+        fx.assertPosted(client.postSend(n));
+        List<Wc> completions = client.sendCompletions(n);
+        List<Wc> recvs = server.recvCompletions(sends);
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            Wc wc = completions.get(i);
+            assertWc(wc, i, WcStatus.SUCCESS);
+            assertEquals(wcOpcodes[i % 4], wc.opcode(), wc::toString);
+            if (opcodes[i % 4] == WrOpcode.RDMA_WRITE) {
+                assertArrayEquals(pattern(piece, 100 + i), read(target, i * piece, piece), "write " + i);
+            } else if (opcodes[i % 4] == WrOpcode.RDMA_READ) {
+                assertArrayEquals(read(target, readFrom + i * piece, piece), read(local, i * piece, piece), "read " + i);
+            } else {
+                Wc recv = recvs.get(k);
+                assertWc(recv, k, WcStatus.SUCCESS);
+                assertEquals(piece, recv.byteLen());
+                assertArrayEquals(pattern(piece, 100 + i), read(in, k * piece, piece), "send " + i);
+                if (opcodes[i % 4] == WrOpcode.SEND_WITH_IMM) {
+                    assertEquals(i, recv.imm(), recv::toString);
+                }
+                k++;
+            }
+        }
+    }
+
+    @Test
+    void completionsGoToOwnCqWithQpNum() throws Exception {
+        fx.connect(fx.options());
+        assertNotSame(client.sendCq, client.recvCq);
+        int clientQp = client.qp().qpNum();
+        int serverQp = server.qp().qpNum();
+        assertNotEquals(clientQp, serverQp, "two QPs, one number");
+        MemoryRegion clientMem = client.register(SIZE, LOCAL_WRITE);
+        MemoryRegion serverMem = server.register(SIZE, LOCAL_WRITE);
+        client.recv(1, clientMem, 0, 64);
+        server.recv(2, serverMem, 0, 64);
+        client.send(3, clientMem, 100, 8);
+        server.send(4, serverMem, 100, 8);
+        assertCompletion(client.sendCompletion(), 3, WcOpcode.SEND, clientQp);
+        assertCompletion(client.recvCompletion(), 1, WcOpcode.RECV, clientQp);
+        assertCompletion(server.sendCompletion(), 4, WcOpcode.SEND, serverQp);
+        assertCompletion(server.recvCompletion(), 2, WcOpcode.RECV, serverQp);
+        fx.assertNoCompletion(client.sendCq, client.recvCq, server.sendCq, server.recvCq);
+    }
+
+    @Test
+    void cqOverrunIsEoverflow() throws Exception {
+        assumeTrue("emulated".equals(fx.provider.name()),
+                "hardware reports a CQ overrun through an asynchronous event, not as a poll return code");
+        fx.connect(fx.options().cqe(4));
+        int capacity = server.recvCq.capacity();
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        int n = capacity + 1;
+        postRecvs(in, n, 16);
+        for (int i = 0; i < n; i++) {
+            fx.wr(i, i, WrOpcode.SEND, i == n - 1 ? SIGNALED : 0, out, 0, 16);
+        }
+        fx.assertPosted(client.postSend(n));
+        client.sendCompletion(); // the last send is done, so every receive has completed: one too many for the CQ
+        assertErrnoRc(Errno.EOVERFLOW, fx.pollOnce(server.recvCq));
+    }
+
+    // ---- flush --------------------------------------------------------------------------------------------------
+
+    @Test
+    void moveToErrorFlushesReceivesInOrder() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, 5, 64);
+        server.qp().moveToError();
+        assertEquals(QpState.ERROR, server.qp().state());
+        List<Wc> flushed = server.recvCompletions(5);
+        assertEquals(List.of(0L, 1L, 2L, 3L, 4L), wrIds(flushed));
+        assertEquals(statusNames(WcStatus.WR_FLUSH_ERR, 5), statusNames(flushed));
+    }
+
+    @Test
+    void sendsPostedAfterErrorFlush() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        client.qp().moveToError();
+        fx.wr(0, 1, WrOpcode.SEND, SIGNALED, out, 0, 8);
+        fx.wr(1, 2, WrOpcode.SEND, 0, out, 0, 8);
+        fx.wr(2, 3, WrOpcode.SEND, SIGNALED, out, 0, 8);
+        fx.assertPosted(client.postSend(3));
+        List<Wc> flushed = client.sendCompletions(3);
+        assertEquals(List.of(1L, 2L, 3L), wrIds(flushed), "flushed, the unsignalled one included");
+        assertEquals(statusNames(WcStatus.WR_FLUSH_ERR, 3), statusNames(flushed));
+    }
+
+    @Test
+    void failedWrFlushesRestOfChain() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, 5, 64);
+        for (int i = 0; i < 5; i++) {
+            fx.wr(i, i, WrOpcode.SEND, SIGNALED, out, 0, 8);
+        }
+        fx.wrs.setSge(1, 0, out.address(), 8, out.lkey() ^ 0x7f00_0000);
+        fx.assertPosted(client.postSend(5));
+        List<Wc> sends = client.sendCompletions(5);
+        assertEquals(List.of(0L, 1L, 2L, 3L, 4L), wrIds(sends));
+        assertEquals(List.of(WcStatus.name(WcStatus.SUCCESS), WcStatus.name(WcStatus.LOC_PROT_ERR),
+                        WcStatus.name(WcStatus.WR_FLUSH_ERR), WcStatus.name(WcStatus.WR_FLUSH_ERR),
+                        WcStatus.name(WcStatus.WR_FLUSH_ERR)), statusNames(sends));
+        assertWc(server.recvCompletion(), 0, WcStatus.SUCCESS);
+    }
+
+    // ---- posting rules ------------------------------------------------------------------------------------------
+
+    @Test
+    void postSendBeforeConnectIsEinval() throws Exception {
+        QueuePair qp = fx.prepareClient(fx.options());
+        assertEquals(QpState.INIT, qp.state());
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        fx.wr(0, 1, WrOpcode.SEND, SIGNALED, out, 0, 8);
+        assertErrnoRc(Errno.EINVAL, client.postSend(1));
+        assertEquals(0, fx.wrs.badIndex());
+    }
+
+    @Test
+    void postRecvBeforeConnectIsAllowed() throws Exception {
+        QueuePair qp = fx.prepareClient(fx.options());
+        assertEquals(QpState.INIT, qp.state());
+        MemoryRegion in = client.register(SIZE, LOCAL_WRITE);
+        client.recv(1, in, 0, 64);
+        fx.connect(fx.options());
+        MemoryRegion out = server.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(24, 15));
+        server.send(2, out, 0, 24);
+        assertWc(client.recvCompletion(), 1, WcStatus.SUCCESS);
+        assertArrayEquals(pattern(24, 15), read(in, 0, 24));
+    }
+
+    @Test
+    void successfulPostResetsBadIndex() throws Exception {
+        fx.connect(fx.options().maxSendSge(2));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, 64);
+        int sges = client.qp().capabilities().maxSendSge() + 1;
+        assumeTrue(sges <= fx.wrs.maxSge(), "the device rounded maxSendSge up to " + (sges - 1));
+        fx.wr(0, 2, WrOpcode.SEND, SIGNALED, out, 0, 1);
+        for (int s = 1; s < sges; s++) {
+            fx.wrs.addSge(0, out.address() + s, 1, out.lkey());
+        }
+        assertErrnoRc(Errno.EINVAL, client.postSend(1));
+        assertEquals(0, fx.wrs.badIndex());
+        client.send(3, out, 0, 8);
+        assertEquals(-1, fx.wrs.badIndex());
+    }
+
+    @Test
+    void sendQueueOverflowIsEnomemAtFirstUnpostedWr() throws Exception {
+        fx.connect(fx.options().maxSendWr(7));
+        int capacity = client.qp().capabilities().maxSendWr();
+        assumeTrue(capacity < 64, "the device rounded maxSendWr 7 up to " + capacity);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        WorkRequestList wrs = new WorkRequestList(capacity + 3, 1);
+        for (int i = 0; i < capacity + 3; i++) {
+            wrs.setSend(i, i, WrOpcode.SEND, SIGNALED).addSge(i, out.address(), 8, out.lkey());
+        }
+        // no receive is posted: the first send waits (RNR), so none of them can leave the queue
+        assertErrnoRc(Errno.ENOMEM, client.qp().postSend(wrs, 0, capacity + 3));
+        assertEquals(capacity, wrs.badIndex(), "the first work request that did not fit");
+        postRecvs(in, capacity, 16);
+        List<Wc> sends = client.sendCompletions(capacity);
+        assertEquals(capacity - 1, sends.get(capacity - 1).wrId());
+        assertEquals(statusNames(WcStatus.SUCCESS, capacity), statusNames(sends));
+        fx.assertNoCompletion(client.sendCq);
+    }
+
+    @Test
+    void tooManySendSgesIsEinval() throws Exception {
+        fx.connect(fx.options().maxSendSge(2));
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        int sges = client.qp().capabilities().maxSendSge() + 1;
+        WorkRequestList wrs = manySges(sges, out, WrOpcode.SEND);
+        assertErrnoRc(Errno.EINVAL, client.qp().postSend(wrs, 0, 1));
+        assertEquals(0, wrs.badIndex());
+    }
+
+    @Test
+    void tooManyRecvSgesIsEinval() throws Exception {
+        fx.connect(fx.options().maxRecvSge(2));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        int sges = server.qp().capabilities().maxRecvSge() + 1;
+        WorkRequestList wrs = manySges(sges, in, 0);
+        assertErrnoRc(Errno.EINVAL, server.qp().postRecv(wrs, 0, 1));
+        assertEquals(0, wrs.badIndex());
+    }
+
+    private static WorkRequestList manySges(int sges, MemoryRegion mr, int opcode) {
+        WorkRequestList wrs = new WorkRequestList(1, sges);
+        wrs.setSend(0, 1, opcode, SIGNALED);
+        for (int s = 0; s < sges; s++) {
+            wrs.addSge(0, mr.address() + 8L * s, 8, mr.lkey());
+        }
+        return wrs;
+    }
+
+    @Test
+    void unsignalledSendsAloneFillSendQueue() throws Exception {
+        fx.connect(fx.options().maxSendWr(7));
+        int capacity = client.qp().capabilities().maxSendWr();
+        assumeTrue(capacity < 64, "the device rounded maxSendWr 7 up to " + capacity);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, capacity + 1, 16);
+        for (int i = 0; i < capacity; i++) {
+            fx.wr(0, i, WrOpcode.SEND, 0, out, 0, 8);
+            fx.assertPosted(client.postSend(1));
+            server.recvCompletion(); // delivered, and still its slot stays taken
+        }
+        fx.wr(0, capacity, WrOpcode.SEND, SIGNALED, out, 0, 8);
+        assertErrnoRc(Errno.ENOMEM, client.postSend(1));
+        assertEquals(0, fx.wrs.badIndex());
+        fx.assertNoCompletion(client.sendCq);
+    }
+
+    @Test
+    void signalledCompletionFreesEarlierUnsignalledSlots() throws Exception {
+        fx.connect(fx.options().maxSendWr(7));
+        int capacity = client.qp().capabilities().maxSendWr();
+        assumeTrue(capacity < 32, "the device rounded maxSendWr 7 up to " + capacity);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, 2 * capacity, 16);
+        for (int i = 0; i < capacity; i++) {
+            fx.wr(i, i, WrOpcode.SEND, i == capacity - 1 ? SIGNALED : 0, out, 0, 8);
+        }
+        fx.assertPosted(client.postSend(capacity));
+        assertWc(client.sendCompletion(), capacity - 1, WcStatus.SUCCESS);
+        for (int i = 0; i < capacity; i++) {
+            fx.wr(i, capacity + i, WrOpcode.SEND, i == capacity - 1 ? SIGNALED : 0, out, 0, 8);
+        }
+        fx.assertPosted(client.postSend(capacity));
+        assertWc(client.sendCompletion(), 2 * capacity - 1, WcStatus.SUCCESS);
+        assertEquals(2 * capacity, server.recvCompletions(2 * capacity).size());
+    }
+
+    @Test
+    void postOnClosedQpIsEbadf() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        QueuePair qp = client.qp();
+        qp.close();
+        fx.wr(0, 1, WrOpcode.SEND, SIGNALED, out, 0, 8);
+        assertErrnoRc(Errno.EBADF, qp.postSend(fx.wrs, 0, 1));
+        fx.recvWr(0, 2, out, 0, 8);
+        assertErrnoRc(Errno.EBADF, qp.postRecv(fx.wrs, 0, 1));
+    }
+
+    // ---- limits at creation -------------------------------------------------------------------------------------
+
+    @Test
+    void connectedQpsAreInRtsWithRequestedCapabilities() throws Exception {
+        fx.connect(fx.options().maxSendWr(10).maxRecvWr(20).maxSendSge(3).maxRecvSge(2).maxInlineData(0));
+        for (End end : List.of(client, server)) {
+            QueuePair qp = end.qp();
+            assertEquals(QpState.RTS, qp.state(), end.name);
+            QpInitAttributes caps = qp.capabilities();
+            assertTrue(caps.maxSendWr() >= 10 && caps.maxRecvWr() >= 20 && caps.maxSendSge() >= 3
+                    && caps.maxRecvSge() >= 2, end.name + ": " + caps);
+            assertSame(end.pd, qp.pd());
+            assertSame(end.sendCq, qp.sendCq());
+            assertSame(end.recvCq, qp.recvCq());
+        }
+    }
+
+    @Test
+    void qpWithMoreWrThanDeviceIsEinval() throws Exception {
+        fx.resolveClient(fx.options(), fx.listenAddress());
+        int max = fx.device.attributes().maxQpWr();
+        assertErrno(Errno.EINVAL, () -> client.createQp(fx.options().maxSendWr(max + 1)));
+        assertErrno(Errno.EINVAL, () -> client.createQp(fx.options().maxRecvWr(max + 1)));
+    }
+
+    @Test
+    void qpWithMoreSgesThanDeviceIsEinval() throws Exception {
+        fx.resolveClient(fx.options(), fx.listenAddress());
+        int max = fx.device.attributes().maxSge();
+        assertErrno(Errno.EINVAL, () -> client.createQp(fx.options().maxSendSge(max + 1)));
+    }
+
+    @Test
+    void qpWithMoreInlineThanDeviceIsEinval() throws Exception {
+        fx.resolveClient(fx.options(), fx.listenAddress());
+        int max = fx.device.attributes().maxInlineData();
+        assertErrno(Errno.EINVAL, () -> client.createQp(fx.options().maxInlineData(max + 1)));
+    }
+
+    @Test
+    void cqLargerThanMaxCqeIsEinval() {
+        int max = fx.device.attributes().maxCqe();
+        assumeTrue(max < Integer.MAX_VALUE, "maxCqe is Integer.MAX_VALUE");
+        assertErrno(Errno.EINVAL, () -> fx.own(fx.device.createCq(max + 1, null)));
+    }
+
+    @Test
+    void closingCqUsedByQpIsEbusy() throws Exception {
+        fx.connect(fx.options());
+        assertErrno(Errno.EBUSY, client.sendCq::close);
+        assertErrno(Errno.EBUSY, client.recvCq::close);
+    }
+
+    // ---- completion channel -------------------------------------------------------------------------------------
+
+    @Test
+    void armedCqReportsToChannelAndWakesWaiter() throws Exception {
+        fx.connect(fx.options());
+        EventWaiter waiter = fx.newWaiter();
+        waiter.add(client.channel);
+        assertEquals(0, client.sendCq.requestNotify(false));
+        assertNull(client.channel.getEvent(), "an event before any completion");
+        sendOne(1);
+        assertTrue(waiter.await(TIMEOUT_NANOS), "the waiter did not wake for the armed CQ");
+        assertSame(client.sendCq, awaitCqEvent(client.channel));
+        client.sendCq.ackEvents(1);
+        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+    }
+
+    @Test
+    void unarmedCqReportsNothing() throws Exception {
+        fx.connect(fx.options());
+        EventWaiter waiter = fx.newWaiter();
+        waiter.add(client.channel);
+        sendOne(1);
+        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        assertNoCqEvent(client.channel);
+        assertFalse(waiter.await(QUIET_NANOS), "the waiter woke without an armed CQ");
+    }
+
+    @Test
+    void armedCqReportsOnlyOnce() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, 3, 64);
+        assertEquals(0, client.sendCq.requestNotify(false));
+        client.send(1, out, 0, 8);
+        client.send(2, out, 0, 8);
+        assertEquals(List.of(1L, 2L), wrIds(client.sendCompletions(2)));
+        assertSame(client.sendCq, awaitCqEvent(client.channel));
+        client.sendCq.ackEvents(1);
+        assertNoCqEvent(client.channel);
+        client.send(3, out, 0, 8);
+        client.sendCompletion();
+        assertNoCqEvent(client.channel);
+    }
+
+    @Test
+    void closingCqWithUnackedEventsIsEbusy() throws Exception {
+        fx.connect(fx.options());
+        CompletionQueue cq = client.sendCq;
+        assertEquals(0, cq.requestNotify(false));
+        sendOne(1);
+        client.sendCompletion();
+        assertSame(cq, awaitCqEvent(client.channel));
+        client.qp().close();
+        assertErrno(Errno.EBUSY, cq::close);
+        cq.ackEvents(1);
+        cq.close();
+    }
+
+    /** A signalled 8-byte SEND from the client into a receive posted for it. */
+    private void sendOne(long wrId) throws VerbsException {
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        server.recv(wrId, in, 0, 64);
+        client.send(wrId, out, 0, 8);
+    }
+
+    // ---- event waiter -------------------------------------------------------------------------------------------
+
+    @Test
+    void wakeupFromAnotherThreadEndsAwait() throws Exception {
+        EventWaiter waiter = fx.newWaiter();
+        AtomicReference<Object> result = new AtomicReference<>();
+        CountDownLatch started = new CountDownLatch(1);
+        Thread thread = new Thread(() -> {
+            started.countDown();
+            try {
+                result.set(waiter.await(TIMEOUT_NANOS));
+            } catch (Throwable t) {
+                result.set(t);
+            }
+        }, "conformance-waiter");
+        thread.setDaemon(true);
+        thread.start();
+        assertTrue(started.await(5, TimeUnit.SECONDS));
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(200);
+        while (thread.getState() == Thread.State.RUNNABLE && System.nanoTime() - deadline < 0) {
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1)); // give it time to block
+        }
+        waiter.wakeup();
+        thread.join(2000);
+        assertFalse(thread.isAlive(), "await did not return within 2 s of wakeup()");
+        assertEquals(Boolean.TRUE, result.get());
+    }
+
+    @Test
+    void wakeupBeforeAwaitReturnsAtOnce() throws Exception {
+        EventWaiter waiter = fx.newWaiter();
+        waiter.wakeup();
+        long start = System.nanoTime();
+        assertTrue(waiter.await(TIMEOUT_NANOS));
+        assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(1), "await blocked after wakeup()");
+        assertFalse(waiter.await(TimeUnit.MILLISECONDS.toNanos(20)), "one wakeup() woke two awaits");
+    }
+
+    @Test
+    void awaitTimesOut() throws Exception {
+        EventWaiter waiter = fx.newWaiter();
+        waiter.add(client.channel);
+        assertFalse(waiter.await(0));
+        long start = System.nanoTime();
+        assertFalse(waiter.await(TimeUnit.MILLISECONDS.toNanos(50)));
+        long waited = System.nanoTime() - start;
+        assertTrue(waited >= TimeUnit.MILLISECONDS.toNanos(45), "returned after " + waited + " ns");
+    }
+
+    // ---- RDMA CM ------------------------------------------------------------------------------------------------
+
+    @Test
+    void resolveReportsAddrAndRouteResolved() throws Exception {
+        CmId id = fx.newId(fx.clientEvents, "resolver");
+        id.resolveAddress(null, fx.listenAddress(), Loopback.RESOLVE_TIMEOUT_MS);
+        CmEvent addr = fx.clientEvents.await(CmEventType.ADDR_RESOLVED);
+        assertSame(id, addr.id());
+        assertEquals(0, addr.status());
+        assertNotNull(id.device(), "no device after ADDR_RESOLVED");
+        assertEquals(fx.device.name(), id.device().name());
+        id.resolveRoute(Loopback.RESOLVE_TIMEOUT_MS);
+        CmEvent route = fx.clientEvents.await(CmEventType.ROUTE_RESOLVED);
+        assertSame(id, route.id());
+        assertEquals(0, route.status());
+        assertEquals("resolver", id.context());
+    }
+
+    @Test
+    void connectRequestCarriesPrivateData() throws Exception {
+        byte[] data = pattern(20, 16);
+        fx.prepareClient(fx.options());
+        client.id.connect(fx.parameters(data));
+        CmEvent request = fx.awaitConnectRequest();
+        assertSame(fx.listener, request.listenId());
+        assertNotNull(request.id());
+        assertNotSame(fx.listener, request.id());
+        assertEquals(fx.listener.context(), request.id().context(), "an incoming id has the listener's context");
+        assertTrue(request.privateDataLength() >= data.length, request::toString);
+        assertArrayEquals(data, Arrays.copyOf(request.privateData(), data.length));
+        assertNotNull(request.id().device());
+        fx.accept(request.id(), qp -> { });
+    }
+
+    @Test
+    void acceptPrivateDataArrivesWithEstablished() throws Exception {
+        byte[] data = pattern(30, 17);
+        fx.connect(fx.options().acceptData(data));
+        assertTrue(fx.establishedData.length >= data.length, "private data of " + fx.establishedData.length);
+        assertArrayEquals(data, Arrays.copyOf(fx.establishedData, data.length));
+    }
+
+    @Test
+    void rejectDeliversPrivateData() throws Exception {
+        byte[] data = pattern(40, 18);
+        fx.prepareClient(fx.options());
+        client.id.connect(fx.parameters(null));
+        fx.awaitConnectRequest().id().reject(data);
+        CmEvent rejected = client.events.await(CmEventType.REJECTED);
+        assertSame(client.id, rejected.id());
+        assertNotEquals(0, rejected.status());
+        assertTrue(rejected.privateDataLength() >= data.length, rejected::toString);
+        assertArrayEquals(data, Arrays.copyOf(rejected.privateData(), data.length));
+    }
+
+    @Test
+    void connectWithoutListenerFails() throws Exception {
+        CmId probe = fx.newId(fx.serverEvents, "probe");
+        probe.bind(new InetSocketAddress(fx.address, 0));
+        InetSocketAddress nobody = probe.localAddress();
+        fx.closeId(probe);
+        fx.resolveClient(fx.options(), nobody);
+        client.createQp(fx.options());
+        long start = System.nanoTime();
+        client.id.connect(fx.parameters(null));
+        long limit = TimeUnit.SECONDS.toNanos(3);
+        CmEvent e = client.events.await(limit, CmEventType.REJECTED, CmEventType.UNREACHABLE,
+                CmEventType.CONNECT_ERROR);
+        assertSame(client.id, e.id());
+        assertTrue(System.nanoTime() - start < limit);
+        fx.serverEvents.assertNo(CmEventType.CONNECT_REQUEST);
+    }
+
+    @Test
+    void listeningTwiceIsEaddrinuse() throws Exception {
+        CmId second = fx.newId(fx.serverEvents, "second");
+        assertErrno(Errno.EADDRINUSE, () -> {
+            second.bind(fx.listenAddress());
+            second.listen(16);
+        });
+    }
+
+    @Test
+    void connectPrivateDataOver56IsEinval() throws Exception {
+        fx.prepareClient(fx.options());
+        byte[] data = new byte[ConnectionParameters.MAX_CONNECT_PRIVATE_DATA + 1];
+        assertErrno(Errno.EINVAL, () -> client.id.connect(fx.parameters(data)));
+    }
+
+    @Test
+    void disconnectReportsOnceOnBothSidesAndFlushes() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = client.register(SIZE, LOCAL_WRITE);
+        for (int i = 0; i < 3; i++) {
+            fx.recvWr(i, 10 + i, in, 64 * i, 64);
+        }
+        fx.assertPosted(client.postRecv(3));
+        client.id.disconnect();
+        assertSame(server.id, fx.serverEvents.await(CmEventType.DISCONNECTED).id());
+        server.id.disconnect();
+        assertSame(client.id, fx.clientEvents.await(CmEventType.DISCONNECTED).id());
+        List<Wc> flushed = client.recvCompletions(3);
+        assertEquals(List.of(10L, 11L, 12L), wrIds(flushed));
+        assertEquals(statusNames(WcStatus.WR_FLUSH_ERR, 3), statusNames(flushed));
+        assertEquals(QpState.ERROR, client.qp().state());
+        fx.clientEvents.assertNo(CmEventType.DISCONNECTED);
+        fx.serverEvents.assertNo(CmEventType.DISCONNECTED);
+    }
+
+    @Test
+    void closingConnectedIdDisconnectsPeer() throws Exception {
+        fx.connect(fx.options());
+        fx.closeId(client.id);
+        assertSame(server.id, fx.serverEvents.await(CmEventType.DISCONNECTED).id());
+    }
+
+    @Test
+    void addressesMatchAcrossTheConnection() throws Exception {
+        fx.connect(fx.options());
+        InetSocketAddress listening = fx.listenAddress();
+        assertEquals(fx.address, listening.getAddress());
+        assertNotEquals(0, listening.getPort());
+        assertEquals(listening, client.id.remoteAddress(), "client's remote address");
+        assertEquals(listening, server.id.localAddress(), "server's local address");
+        InetSocketAddress clientLocal = client.id.localAddress();
+        assertEquals(fx.address, clientLocal.getAddress());
+        assertNotEquals(0, clientLocal.getPort());
+        assertEquals(clientLocal, server.id.remoteAddress(), "server's remote address");
+    }
+
+    @Test
+    void migratedIdReportsToNewChannel() throws Exception {
+        fx.connect(fx.options());
+        Events moved = fx.newEvents();
+        server.id.migrate(moved.channel);
+        client.id.disconnect();
+        assertSame(server.id, moved.await(CmEventType.DISCONNECTED).id());
+        fx.serverEvents.assertNo(CmEventType.DISCONNECTED);
+        server.id.disconnect();
+    }
+
+    @Test
+    void resolvingUnreachableAddressFails() throws Exception {
+        CmId id = fx.newId(fx.clientEvents, "nowhere");
+        InetSocketAddress testNet = new InetSocketAddress(InetAddress.getByAddress(new byte[] {(byte) 192, 0, 2, 1}),
+                4791);
+        try {
+            id.resolveAddress(null, testNet, 1000);
+        } catch (VerbsException e) {
+            return; // refused at once
+        }
+        CmEvent e = fx.clientEvents.await(CmEventType.ADDR_ERROR);
+        assertSame(id, e.id());
+        assertNotEquals(0, e.status());
+    }
+
+    @Test
+    void closingEventChannelWithIdsIsEbusy() throws Exception {
+        CmEventChannel channel = fx.own(fx.provider.createEventChannel());
+        CmId id = fx.provider.createId(channel, "busy");
+        try {
+            assertErrno(Errno.EBUSY, channel::close);
+        } finally {
+            id.close();
+        }
+        channel.close();
+    }
+
+    // ---- fault injection (emulated provider) --------------------------------------------------------------------
+
+    @Test
+    void injectedSendFailureFlushesTheRest() throws Exception {
+        FaultInjector faults = faults();
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, 3, 64);
+        faults.failNextSend(client.qp(), WcStatus.REM_OP_ERR);
+        for (int i = 0; i < 3; i++) {
+            fx.wr(i, i, WrOpcode.SEND, SIGNALED, out, 0, 8);
+        }
+        fx.assertPosted(client.postSend(3));
+        List<Wc> sends = client.sendCompletions(3);
+        assertEquals(List.of(0L, 1L, 2L), wrIds(sends));
+        assertEquals(List.of(WcStatus.name(WcStatus.REM_OP_ERR), WcStatus.name(WcStatus.WR_FLUSH_ERR),
+                WcStatus.name(WcStatus.WR_FLUSH_ERR)), statusNames(sends));
+        assertEquals(QpState.ERROR, client.qp().state());
+    }
+
+    @Test
+    void severedLinkFailsSendsWithoutCmEvents() throws Exception {
+        FaultInjector faults = faults();
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        server.recv(1, in, 0, 64);
+        faults.severLink(client.qp());
+        client.send(2, out, 0, 8);
+        assertWc(client.sendCompletion(), 2, WcStatus.RETRY_EXC_ERR);
+        server.send(3, in, 100, 8);
+        assertWc(server.sendCompletion(), 3, WcStatus.RETRY_EXC_ERR);
+        assertWc(server.recvCompletion(), 1, WcStatus.WR_FLUSH_ERR);
+        fx.clientEvents.assertNo(CmEventType.DISCONNECTED);
+        fx.serverEvents.assertNo(CmEventType.DISCONNECTED);
+    }
+
+    @Test
+    void delayedCompletionsAppearAfterDelay() throws Exception {
+        FaultInjector faults = faults();
+        fx.connect(fx.options());
+        long delay = TimeUnit.MILLISECONDS.toNanos(200);
+        faults.delayCompletions(client.sendCq, delay);
+        long start = System.nanoTime();
+        sendOne(1);
+        assertWc(server.recvCompletion(), 1, WcStatus.SUCCESS);
+        int early = fx.pollOnce(client.sendCq);
+        long checked = System.nanoTime() - start;
+        assertTrue(early == 0 || checked >= delay, "a completion delayed by 200 ms was visible after " + checked);
+        if (early == 0) {
+            assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        }
+        long visible = System.nanoTime() - start;
+        assertTrue(visible >= delay * 9 / 10, "a completion delayed by 200 ms was visible after " + visible + " ns");
+        faults.delayCompletions(client.sendCq, 0);
+        sendOne(2);
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+    }
+
+    private FaultInjector faults() {
+        FaultInjector faults = fx.provider.faults();
+        assumeTrue(faults != null, "fault injection exists only on the emulated provider");
+        return faults;
+    }
+
+    // ---- helpers ------------------------------------------------------------------------------------------------
+
+    /** Posts {@code n} receives with wr_ids 0 .. n - 1, each {@code size} bytes of {@code mr}, as one chain. */
+    private void postRecvs(MemoryRegion mr, int n, int size) {
+        for (int i = 0; i < n; i++) {
+            fx.recvWr(i, i, mr, i * size, size);
+        }
+        fx.assertPosted(fx.server.postRecv(n));
+    }
+
+    private static void assertWc(Wc wc, long wrId, int status) {
+        assertEquals(wrId, wc.wrId(), wc::toString);
+        assertEquals(WcStatus.name(status), WcStatus.name(wc.status()), wc::toString);
+    }
+
+    private static void assertCompletion(Wc wc, long wrId, int opcode, int qpNum) {
+        assertWc(wc, wrId, WcStatus.SUCCESS);
+        assertEquals(opcode, wc.opcode(), wc::toString);
+        assertEquals(qpNum, wc.qpNum(), wc::toString);
+    }
+
+    private static List<Long> wrIds(List<Wc> wcs) {
+        List<Long> ids = new ArrayList<>();
+        wcs.forEach(wc -> ids.add(wc.wrId()));
+        return ids;
+    }
+
+    private static List<String> statusNames(List<Wc> wcs) {
+        List<String> names = new ArrayList<>();
+        wcs.forEach(wc -> names.add(WcStatus.name(wc.status())));
+        return names;
+    }
+
+    private static List<String> statusNames(int status, int n) {
+        List<String> names = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            names.add(WcStatus.name(status));
+        }
+        return names;
+    }
+
+    private static void assertErrno(int errno, Executable call) {
+        VerbsException e = assertThrows(VerbsException.class, call);
+        assertEquals(Errno.describe(errno), Errno.describe(e.errno()), e.getMessage());
+    }
+
+    /** {@code rc} is the data path's {@code -errno}. */
+    private static void assertErrnoRc(int errno, int rc) {
+        if (rc >= 0) {
+            fail("-" + Errno.describe(errno) + " expected, got " + rc);
+        }
+        assertEquals(Errno.describe(errno), Errno.describe(rc));
+    }
+}
