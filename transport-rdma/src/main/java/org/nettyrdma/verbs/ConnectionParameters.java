@@ -22,7 +22,7 @@ public final class ConnectionParameters {
      * @param responderResources RDMA READs the peer may have outstanding against us
      * @param initiatorDepth     RDMA READs we may have outstanding
      * @param retryCount         transport retries (0-7)
-     * @param rnrRetryCount      receiver-not-ready retries (0-7; 7 retries for ever)
+     * @param rnrRetryCount      receiver-not-ready retries (0-7; 7 retries for ever); iWARP has no RNR and ignores it
      */
     public ConnectionParameters(byte[] privateData, int responderResources, int initiatorDepth, int retryCount,
                                 int rnrRetryCount) {

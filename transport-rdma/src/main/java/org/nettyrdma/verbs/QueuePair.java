@@ -5,7 +5,8 @@ package org.nettyrdma.verbs;
  *
  * <p>Semantics every provider keeps (docs/verbs-spi.md): work requests of one queue execute and complete in order;
  * a SEND consumes the peer's oldest posted receive, and with none posted the sender retries per the connection's
- * {@code rnrRetryCount} and then fails with RNR_RETRY_EXC_ERR; a failed work request moves the QP to
+ * {@code rnrRetryCount} and then fails with RNR_RETRY_EXC_ERR (iWARP has no RNR: there the connection fails at once
+ * and both QPs go to {@link QpState#ERROR}); a failed work request moves the QP to
  * {@link QpState#ERROR} and every outstanding work request then completes with WR_FLUSH_ERR, in order; an
  * unsignalled send produces a completion only if it fails; a send queue slot of an unsignalled send is freed only
  * when a later signalled send completes.

@@ -162,8 +162,9 @@ final class Loopback {
     }
 
     /**
-     * Connects the client (preparing it first unless {@link #prepareClient} ran) and accepts on the server, running
-     * {@code beforeAccept} on the server's new QP; returns when both sides are ESTABLISHED.
+     * Connects the client (preparing it with {@code o} first unless {@link #prepareClient} ran, whose options then
+     * apply) and accepts on the server, running {@code beforeAccept} on the server's new QP; returns when both sides
+     * are ESTABLISHED.
      */
     void connect(Options o, QpStep beforeAccept) throws Exception {
         if (client.id == null) {

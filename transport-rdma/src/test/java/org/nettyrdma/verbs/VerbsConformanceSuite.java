@@ -52,7 +52,8 @@ import static org.nettyrdma.verbs.SendFlags.SIGNALED;
  * The behaviour every {@link VerbsProvider} must show (docs/verbs-spi.md), written once and run against each provider:
  * a concrete subclass names the provider and the IP of the device under test, and every test connects that device
  * to itself ({@link Loopback}). Nothing here may depend on a particular provider: what only the emulated provider can
- * do (fault injection, CQ overrun as a return code) is guarded by an assumption that says why.
+ * do (fault injection, CQ overrun as a return code) is guarded by an assumption that says why. What differs by
+ * transport (immediate data, RNR) branches on the device's transport instead, so those tests run on every device.
  */
 @Timeout(30)
 public abstract class VerbsConformanceSuite {
@@ -332,19 +333,29 @@ public abstract class VerbsConformanceSuite {
         fx.recvWr(0, 1, in, 0, 5)
                 .addSge(0, in.address() + 1000, 7, in.lkey())
                 .addSge(0, in2.address() + 2000, 20, in2.lkey());
-        fx.assertPosted(server.postRecv(1));
-        byte[] message = pattern(15, 3);
+        fx.recvWr(1, 2, in2, 3000, 4)
+                .addSge(1, in.address() + 3000, 10, in.lkey());
+        fx.assertPosted(server.postRecv(2));
+        byte[] first = pattern(15, 3);
+        byte[] second = pattern(9, 4);
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
-        write(out, 0, message);
-        client.send(2, out, 0, 15);
-        Wc recv = server.recvCompletion();
-        assertWc(recv, 1, WcStatus.SUCCESS);
-        assertEquals(15, recv.byteLen());
-        assertArrayEquals(Arrays.copyOfRange(message, 0, 5), read(in, 0, 5), "first SGE");
-        assertArrayEquals(Arrays.copyOfRange(message, 5, 12), read(in, 1000, 7), "second SGE");
-        assertArrayEquals(Arrays.copyOfRange(message, 12, 15), read(in2, 2000, 3), "third SGE");
-        assertArrayEquals(Arrays.copyOfRange(filler, 0, 17), read(in2, 2003, 17), "bytes past the message");
+        write(out, 0, first);
+        write(out, 100, second);
+        client.send(3, out, 0, first.length);
+        client.send(4, out, 100, second.length);
+        List<Wc> recvs = server.recvCompletions(2);
+        assertWc(recvs.get(0), 1, WcStatus.SUCCESS);
+        assertEquals(15, recvs.get(0).byteLen());
+        assertArrayEquals(Arrays.copyOfRange(first, 0, 5), read(in, 0, 5), "first message, first SGE");
+        assertArrayEquals(Arrays.copyOfRange(first, 5, 12), read(in, 1000, 7), "first message, second SGE");
+        assertArrayEquals(Arrays.copyOfRange(first, 12, 15), read(in2, 2000, 3), "first message, third SGE");
+        assertArrayEquals(Arrays.copyOfRange(filler, 0, 17), read(in2, 2003, 17), "bytes past the first message");
         assertEquals(0x55, read(in, 5, 1)[0], "byte after the first SGE");
+        assertWc(recvs.get(1), 2, WcStatus.SUCCESS);
+        assertEquals(9, recvs.get(1).byteLen());
+        assertArrayEquals(Arrays.copyOfRange(second, 0, 4), read(in2, 3000, 4), "second message, first SGE");
+        assertArrayEquals(Arrays.copyOfRange(second, 4, 9), read(in, 3000, 5), "second message, second SGE");
+        assertEquals(0x55, read(in, 3005, 1)[0], "byte past the second message");
     }
 
     @Test
@@ -362,14 +373,22 @@ public abstract class VerbsConformanceSuite {
     }
 
     // ---- RNR ----------------------------------------------------------------------------------------------------
+    // IB and RoCE retry a message that finds no receive (RNR) as rnrRetryCount says. iWARP has no RNR: the responder
+    // terminates the connection (DDP "no buffer"), whatever rnrRetryCount says.
 
     @Test
     void noReceiveWithRnrRetryZeroFailsAndErrorsQp() throws Exception {
         fx.connect(fx.options().rnrRetryCount(0));
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
         client.send(1, out, 0, 16);
+        if (!hasRnr()) {
+            assertNoBufferTerminatesConnection(1, out, in);
+            return;
+        }
         assertWc(client.sendCompletion(), 1, WcStatus.RNR_RETRY_EXC_ERR);
         assertEquals(QpState.ERROR, client.qp().state());
+        assertEquals(QpState.RTS, server.qp().state(), "RNR leaves the responder as it was");
     }
 
     @Test
@@ -379,6 +398,12 @@ public abstract class VerbsConformanceSuite {
         MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
         write(out, 0, pattern(32, 4));
         client.send(1, out, 0, 32);
+        if (!hasRnr()) {
+            // the infinite retry count changes nothing: no waiting, the late receive is flushed, not filled
+            assertNoBufferTerminatesConnection(1, out, in);
+            assertArrayEquals(new byte[32], read(in, 0, 32), "a message arrived after the connection failed");
+            return;
+        }
         fx.assertNoCompletion(client.sendCq, server.recvCq);
         server.recv(2, in, 0, SIZE);
         assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
@@ -386,6 +411,44 @@ public abstract class VerbsConformanceSuite {
         assertWc(recv, 2, WcStatus.SUCCESS);
         assertEquals(32, recv.byteLen());
         assertArrayEquals(pattern(32, 4), read(in, 0, 32));
+    }
+
+    /** Whether the device retries a message that finds no receive (IB, RoCE) rather than failing the connection. */
+    private boolean hasRnr() {
+        return fx.device.attributes().transport() != Transport.IWARP;
+    }
+
+    /**
+     * iWARP: the client's SEND {@code wrId} found no receive, so the server's DDP layer terminated the connection. The
+     * send completes with REM_OP_ERR, or successfully where the provider reports it so and lets the failure show on
+     * what follows (soft-iWARP may); either way both QPs reach ERROR and later work on both sides is flushed: a
+     * receive on the server into {@code in}, a send on the client of {@code out}.
+     */
+    private void assertNoBufferTerminatesConnection(long wrId, MemoryRegion out, MemoryRegion in) {
+        Wc sent = client.sendCompletion();
+        assertEquals(wrId, sent.wrId(), sent::toString);
+        assertTrue(sent.status() == WcStatus.REM_OP_ERR || sent.status() == WcStatus.SUCCESS,
+                "a send that found no receive on iWARP: remote operation error (or success, then flushes) expected, "
+                        + "got " + sent);
+        awaitState(server.qp(), QpState.ERROR, "the responder, which had no receive");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
+        server.recv(wrId + 1, in, 0, SIZE);
+        assertWc(server.recvCompletion(), wrId + 1, WcStatus.WR_FLUSH_ERR);
+        client.send(wrId + 2, out, 0, 16);
+        assertWc(client.sendCompletion(), wrId + 2, WcStatus.WR_FLUSH_ERR);
+        fx.assertNoCompletion(client.sendCq, server.recvCq);
+    }
+
+    /** Polls {@code qp.state()} until it is {@code state}, failing after {@link Loopback#TIMEOUT_NANOS}. */
+    private static void awaitState(QueuePair qp, QpState state, String what) {
+        long deadline = System.nanoTime() + TIMEOUT_NANOS;
+        while (qp.state() != state) {
+            if (System.nanoTime() - deadline > 0) {
+                fail(what + ": QP in " + qp.state() + ", " + state + " expected within "
+                        + TimeUnit.NANOSECONDS.toSeconds(TIMEOUT_NANOS) + " s");
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+        }
     }
 
     // ---- lengths ------------------------------------------------------------------------------------------------
@@ -512,14 +575,29 @@ public abstract class VerbsConformanceSuite {
     void inlineSendCopiesAtPostTime() throws Exception {
         int inline = inlineSize();
         fx.connect(fx.options().maxInlineData(inline));
-        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        // an iWARP RDMA READ writes into its sink as a remote write would, hence REMOTE_WRITE there
+        MemoryRegion out = client.register(SIZE, hasRnr() ? LOCAL_WRITE : LOCAL_WRITE | REMOTE_WRITE);
         MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
         write(out, 0, pattern(inline, 12));
-        // no receive yet: the send waits (RNR) while its source is overwritten
-        fx.wr(0, 1, WrOpcode.SEND, SIGNALED | INLINE, out, 0, inline);
-        fx.assertPosted(client.postSend(1));
-        write(out, 0, pattern(inline, 13));
-        server.recv(2, in, 0, SIZE);
+        if (hasRnr()) {
+            // no receive yet: the send waits (RNR) while its source is overwritten
+            fx.wr(0, 1, WrOpcode.SEND, SIGNALED | INLINE, out, 0, inline);
+            fx.assertPosted(client.postSend(1));
+            write(out, 0, pattern(inline, 13));
+            server.recv(2, in, 0, SIZE);
+        } else {
+            // no RNR to hold the send back (a send without a receive ends an iWARP connection). Instead an RDMA READ
+            // ahead of it in the same chain overwrites its source: the device starts on the chain only once the post
+            // has written all of it, so the READ lands after the inline bytes were copied
+            MemoryRegion remote = server.register(SIZE, REMOTE_READ);
+            write(remote, 0, pattern(inline, 13));
+            server.recv(2, in, 0, SIZE);
+            fx.wr(0, 3, WrOpcode.RDMA_READ, SIGNALED, out, 0, inline).remote(0, remote.address(), remote.rkey());
+            fx.wr(1, 1, WrOpcode.SEND, SIGNALED | INLINE, out, 0, inline);
+            fx.assertPosted(client.postSend(2));
+            assertWc(client.sendCompletion(), 3, WcStatus.SUCCESS);
+            assertArrayEquals(pattern(inline, 13), read(out, 0, inline), "the READ overwrote the send's source");
+        }
         assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
         Wc recv = server.recvCompletion();
         assertWc(recv, 2, WcStatus.SUCCESS);
@@ -745,11 +823,12 @@ public abstract class VerbsConformanceSuite {
 
     @Test
     void postRecvBeforeConnectIsAllowed() throws Exception {
-        QueuePair qp = fx.prepareClient(fx.options());
+        Loopback.Options options = fx.options();
+        QueuePair qp = fx.prepareClient(options);
         assertEquals(QpState.INIT, qp.state());
         MemoryRegion in = client.register(SIZE, LOCAL_WRITE);
         client.recv(1, in, 0, 64);
-        fx.connect(fx.options());
+        fx.connect(options);
         MemoryRegion out = server.register(SIZE, LOCAL_WRITE);
         write(out, 0, pattern(24, 15));
         server.send(2, out, 0, 24);
@@ -786,10 +865,19 @@ public abstract class VerbsConformanceSuite {
         for (int i = 0; i < capacity + 3; i++) {
             wrs.setSend(i, i, WrOpcode.SEND, SIGNALED).addSge(i, out.address(), 8, out.lkey());
         }
-        // no receive is posted: the first send waits (RNR), so none of them can leave the queue
-        assertErrnoRc(Errno.ENOMEM, client.qp().postSend(wrs, 0, capacity + 3));
-        assertEquals(capacity, wrs.badIndex(), "the first work request that did not fit");
-        postRecvs(in, capacity, 16);
+        if (hasRnr()) {
+            // no receive is posted: the first send waits (RNR), so none of them can leave the queue
+            assertErrnoRc(Errno.ENOMEM, client.qp().postSend(wrs, 0, capacity + 3));
+            assertEquals(capacity, wrs.badIndex(), "the first work request that did not fit");
+            postRecvs(in, capacity, 16);
+        } else {
+            // iWARP has no RNR to hold the sends back (a send without a receive ends the connection), so the receives
+            // are there first. The queue still fills: the post writes the chain into an idle send queue before the
+            // device starts on its first work request
+            postRecvs(in, capacity, 16);
+            assertErrnoRc(Errno.ENOMEM, client.qp().postSend(wrs, 0, capacity + 3));
+            assertEquals(capacity, wrs.badIndex(), "the first work request that did not fit");
+        }
         List<Wc> sends = client.sendCompletions(capacity);
         assertEquals(capacity - 1, sends.get(capacity - 1).wrId());
         assertEquals(statusNames(WcStatus.SUCCESS, capacity), statusNames(sends));

@@ -21,9 +21,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * An in-process RDMA fabric: devices with IP addresses, the RDMA CM port space, the memory keys, and a timer thread
- * for what happens later on a real fabric (RNR retries, CM time-outs, delayed completions). Everything created by
- * the {@link EmulatedProvider}s of one fabric can talk to everything else on it.
+ * An in-process RDMA fabric: devices with IP addresses, the RDMA CM port space and the memory keys. What happens later
+ * on a real fabric (RNR retries, CM time-outs, delayed completions) runs on one timer thread that all fabrics of the
+ * JVM share. Everything created by the {@link EmulatedProvider}s of one fabric can talk to everything else on it.
  *
  * <p>Locking, outermost first: the fabric (CM state), a connection's link (both QPs' queues), a completion queue, a
  * completion channel. Data-path calls never take the fabric lock.
@@ -46,7 +46,6 @@ public final class EmulatedFabric {
     private int nextEphemeralPort = FIRST_EPHEMERAL_PORT;
     private volatile long rnrTimerNanos = TimeUnit.MICROSECONDS.toNanos(640);
     private volatile int cmResponseTimeoutMillis = 10_000;
-    private ScheduledExecutorService timer;
 
     /** The process-wide fabric: device {@code emu0} (RoCE) on the loopback addresses, 127.0.0.1 and ::1. */
     public static EmulatedFabric defaultFabric() {
@@ -239,20 +238,27 @@ public final class EmulatedFabric {
 
     // ---- later ----
 
+    /**
+     * Runs {@code task} on the timer thread after {@code delayNanos}. One daemon thread serves every fabric of the JVM
+     * (tests create many fabrics, and none is ever closed), created at the first use; a cancelled task leaves its
+     * queue at once.
+     */
     ScheduledFuture<?> schedule(Runnable task, long delayNanos) {
-        ScheduledExecutorService t;
-        synchronized (this) {
-            if (timer == null) {
-                ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
-                    Thread thread = new Thread(r, "emulated-rdma-fabric-timer");
-                    thread.setDaemon(true);
-                    return thread;
-                });
-                executor.setRemoveOnCancelPolicy(true);
-                timer = executor;
-            }
-            t = timer;
+        return Timer.EXECUTOR.schedule(task, delayNanos, TimeUnit.NANOSECONDS);
+    }
+
+    /** The shared timer, created when a fabric first schedules something (class initialisation is lazy). */
+    private static final class Timer {
+        static final ScheduledExecutorService EXECUTOR = create();
+
+        private static ScheduledExecutorService create() {
+            ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
+                Thread thread = new Thread(r, "emulated-rdma-timer");
+                thread.setDaemon(true);
+                return thread;
+            });
+            executor.setRemoveOnCancelPolicy(true);
+            return executor;
         }
-        return t.schedule(task, delayNanos, TimeUnit.NANOSECONDS);
     }
 }

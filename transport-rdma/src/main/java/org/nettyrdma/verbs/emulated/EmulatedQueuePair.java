@@ -3,6 +3,7 @@ package org.nettyrdma.verbs.emulated;
 import org.nettyrdma.verbs.Access;
 import org.nettyrdma.verbs.CompletionQueue;
 import org.nettyrdma.verbs.ConnectionParameters;
+import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.ProtectionDomain;
 import org.nettyrdma.verbs.QpInitAttributes;
@@ -20,7 +21,8 @@ import java.util.concurrent.ScheduledFuture;
  * An RC queue pair. Posting copies the work requests into the QP's own queues (as hardware copies WQEs) and then
  * executes what can run, in order, on the posting thread: the bytes move from the sender's registered memory into the
  * peer's, and completions go to both sides' completion queues. A SEND that finds no receive waits (RNR) until the
- * peer posts one or the retries run out. Both QPs of a connection share one lock, their {@link Link}. The data path
+ * peer posts one or the retries run out; on iWARP, which has no RNR, it terminates the connection instead (DDP "no
+ * buffer"): both QPs go to error. Both QPs of a connection share one lock, their {@link Link}. The data path
  * allocates nothing.
  */
 final class EmulatedQueuePair implements QueuePair {
@@ -39,6 +41,8 @@ final class EmulatedQueuePair implements QueuePair {
     private final QpInitAttributes caps;
     private final int qpNum;
     private final boolean immediates;
+    /** iWARP: a message that finds no receive here terminates the connection instead of being retried (RNR). */
+    private final boolean terminatesWithoutReceive;
     private final boolean signalAll;
     private final Runnable rnrTimerTask = this::onRnrTimer;
 
@@ -101,6 +105,7 @@ final class EmulatedQueuePair implements QueuePair {
         this.recvCq = (EmulatedCompletionQueue) caps.recvCq();
         this.qpNum = fabric.nextQpNum();
         this.immediates = device.attributes().supportsImmediateData();
+        this.terminatesWithoutReceive = device.attributes().transport() == DeviceAttributes.Transport.IWARP;
         this.signalAll = caps.signalAll();
         sqSize = caps.maxSendWr();
         sqSge = Math.max(1, caps.maxSendSge());
@@ -386,7 +391,7 @@ final class EmulatedQueuePair implements QueuePair {
             case WrOpcode.SEND:
             case WrOpcode.SEND_WITH_IMM: {
                 if (p.rqHead == p.rqTail) {
-                    return RNR_WAIT;
+                    return noReceive(p);
                 }
                 int rslot = (int) (p.rqHead % p.rqSize);
                 int rbase = rslot * p.rqSge;
@@ -415,7 +420,7 @@ final class EmulatedQueuePair implements QueuePair {
                 }
                 boolean imm = opcode == WrOpcode.RDMA_WRITE_WITH_IMM;
                 if (imm && p.rqHead == p.rqTail) {
-                    return RNR_WAIT;
+                    return noReceive(p);
                 }
                 oneAddr[0] = sqRemoteAddr[slot];
                 oneLen[0] = (int) total;
@@ -524,6 +529,20 @@ final class EmulatedQueuePair implements QueuePair {
             default:
                 return WcOpcode.SEND;
         }
+    }
+
+    /**
+     * A message that consumes a receive found none at responder {@code p}. IB and RoCE retry (RNR) per the requester's
+     * rnrRetryCount. iWARP has no RNR: the responder's DDP layer finds no buffer for an untagged message and
+     * terminates the connection (TERMINATE), so the responder goes to error (flushing its work) and the requester's
+     * work request fails with REM_OP_ERR, which puts the requester in error too; rnrRetryCount plays no part.
+     */
+    private int noReceive(EmulatedQueuePair p) {
+        if (p.terminatesWithoutReceive) {
+            p.enterError();
+            return WcStatus.REM_OP_ERR;
+        }
+        return RNR_WAIT;
     }
 
     /** The responder side of a failed SEND: the receive completes with {@code status} and this QP goes to error. */

@@ -1,0 +1,74 @@
+/*
+ * netty-rdma native layer: JNI over libibverbs and librdmacm, one file per concern. Every function is static and
+ * registered from JNI_OnLoad (netty_rdma.c) on org.nettyrdma.verbs.jni.Native. Handles cross JNI as jlong.
+ *
+ * Conventions: data-path functions (post, poll, notify) return 0/a count or -errno and never throw. Set-up functions
+ * that create something return its handle (a positive pointer) or -errno; the few that return Java objects throw
+ * org.nettyrdma.verbs.VerbsException through netty_rdma_throw.
+ */
+#ifndef NETTY_RDMA_H_
+#define NETTY_RDMA_H_
+
+#include <jni.h>
+#include <stdint.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#define NETTY_RDMA_NATIVE_CLASS "org/nettyrdma/verbs/jni/Native"
+
+#define NETTY_RDMA_ARRAY_LENGTH(a) ((jint) (sizeof(a) / sizeof((a)[0])))
+#define NETTY_RDMA_HANDLE(type, h) ((type *) (intptr_t) (h))
+#define NETTY_RDMA_TO_HANDLE(p) ((jlong) (intptr_t) (p))
+
+/* A completion queue: CQ overrun arrives as the asynchronous event IBV_EVENT_CQ_ERR, which sets overrun. */
+struct netty_rdma_cq {
+    struct ibv_cq *cq;
+    int overrun;
+};
+
+/* A queue pair created with rdma_create_qp, with the limits the post path checks. */
+struct netty_rdma_qp {
+    struct ibv_qp *qp;
+    struct rdma_cm_id *id;
+    uint32_t max_send_sge;
+    uint32_t max_recv_sge;
+    uint32_t max_inline;
+    int no_imm;
+};
+
+/* Registration of each file's natives on the Native class; JNI_OK or JNI_ERR (with an exception pending). */
+jint netty_rdma_errors_onload(JNIEnv *env);
+void netty_rdma_errors_onunload(JNIEnv *env);
+jint netty_rdma_verbs_register(JNIEnv *env, jclass clazz);
+jint netty_rdma_cm_register(JNIEnv *env, jclass clazz);
+jint netty_rdma_epoll_register(JNIEnv *env, jclass clazz);
+
+/* Throws org.nettyrdma.verbs.VerbsException(verb, err, detail); detail may be NULL. */
+void netty_rdma_throw(JNIEnv *env, const char *verb, int err, const char *detail);
+
+/* -errno of the last failure, never 0 (some libraries fail without setting errno). */
+int netty_rdma_errno(void);
+
+/* Unaligned loads and stores of the descriptor memory (native byte order). */
+static inline uint64_t netty_rdma_load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint32_t netty_rdma_load32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline void netty_rdma_store64(uint8_t *p, uint64_t v) {
+    memcpy(p, &v, sizeof(v));
+}
+
+static inline void netty_rdma_store32(uint8_t *p, uint32_t v) {
+    memcpy(p, &v, sizeof(v));
+}
+
+#endif /* NETTY_RDMA_H_ */

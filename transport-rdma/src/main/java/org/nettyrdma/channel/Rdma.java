@@ -1,0 +1,61 @@
+package org.nettyrdma.channel;
+
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.verbs.VerbsProvider;
+
+/**
+ * Whether real RDMA is usable here: the native library loads, the kernel has RDMA, a device exists and is accessible,
+ * and memory can be registered. Applications check it and pick epoll or NIO otherwise; the emulated provider
+ * ({@link RdmaIoHandlerConfig#PROVIDER_EMULATED}) runs everywhere but only within one JVM.
+ */
+public final class Rdma {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(Rdma.class);
+    private static final String JNI_PROVIDER = "org.nettyrdma.verbs.jni.JniProvider";
+    private static final Throwable UNAVAILABILITY_CAUSE;
+
+    static {
+        Throwable cause;
+        try {
+            Class<?> jni = Class.forName(JNI_PROVIDER, true, Rdma.class.getClassLoader());
+            cause = (Throwable) jni.getMethod("unavailabilityCause").invoke(null);
+        } catch (ClassNotFoundException e) {
+            cause = new UnsupportedOperationException("this build of netty-rdma has no native provider", e);
+        } catch (Throwable t) {
+            cause = t;
+        }
+        UNAVAILABILITY_CAUSE = cause;
+        if (cause != null) {
+            logger.debug("native RDMA unavailable", cause);
+        }
+    }
+
+    private Rdma() {
+    }
+
+    public static boolean isAvailable() {
+        return UNAVAILABILITY_CAUSE == null;
+    }
+
+    /** Why {@link #isAvailable()} is false, with what to do about it; null when it is true. */
+    public static Throwable unavailabilityCause() {
+        return UNAVAILABILITY_CAUSE;
+    }
+
+    public static void ensureAvailability() {
+        if (UNAVAILABILITY_CAUSE != null) {
+            throw (Error) new UnsatisfiedLinkError("native RDMA is unavailable: " + UNAVAILABILITY_CAUSE.getMessage())
+                    .initCause(UNAVAILABILITY_CAUSE);
+        }
+    }
+
+    static VerbsProvider nativeProvider() {
+        ensureAvailability();
+        try {
+            return (VerbsProvider) Class.forName(JNI_PROVIDER, true, Rdma.class.getClassLoader())
+                    .getMethod("create").invoke(null);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot create the native provider", e);
+        }
+    }
+}

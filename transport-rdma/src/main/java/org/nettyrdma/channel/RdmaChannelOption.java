@@ -1,0 +1,24 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.ChannelOption;
+
+/** Options of RDMA channels beyond Netty's own; each is documented in docs/configuration.md. */
+public final class RdmaChannelOption<T> extends ChannelOption<T> {
+    /** Bytes per receive buffer, header included: the largest message a peer sends us (default 16384). */
+    public static final ChannelOption<Integer> RECEIVE_BUFFER_SIZE = valueOf(RdmaChannelOption.class,
+            "RECEIVE_BUFFER_SIZE");
+    /** Receive buffers posted per connection: the credits the peer starts with (default 16). */
+    public static final ChannelOption<Integer> RECEIVE_BUFFER_COUNT = valueOf(RdmaChannelOption.class,
+            "RECEIVE_BUFFER_COUNT");
+    /** Registered buffers shorter than this are copied into the send staging memory anyway (default 1024). */
+    public static final ChannelOption<Integer> ZERO_COPY_THRESHOLD = valueOf(RdmaChannelOption.class,
+            "ZERO_COPY_THRESHOLD");
+    /** How long an orderly close may wait for the peer to take the last data before it disconnects (default 10 s). */
+    public static final ChannelOption<Integer> CLOSE_TIMEOUT_MILLIS = valueOf(RdmaChannelOption.class,
+            "CLOSE_TIMEOUT_MILLIS");
+
+    @SuppressWarnings({"unused", "deprecation"})
+    private RdmaChannelOption() {
+        super(null);
+    }
+}

@@ -1,0 +1,74 @@
+package org.nettyrdma.channel;
+
+/**
+ * Traffic counters of a channel ({@link RdmaSocketChannel#counters()}) or of everything an event loop ran
+ * ({@link RdmaIoHandler#counters()}). Written by the event loop, readable from any thread.
+ */
+public final class RdmaCounters {
+    volatile long bytesSent;
+    volatile long bytesReceived;
+    volatile long messagesSent;
+    volatile long messagesReceived;
+    volatile long workRequestsPosted;
+    volatile long completions;
+    volatile long copies;
+    volatile long copiedBytes;
+    volatile long zeroCopyBytes;
+    volatile long creditStalls;
+
+    /** Payload bytes handed to SENDs. */
+    public long bytesSent() {
+        return bytesSent;
+    }
+
+    /** Payload bytes received. */
+    public long bytesReceived() {
+        return bytesReceived;
+    }
+
+    /** Data messages (SENDs) posted. */
+    public long messagesSent() {
+        return messagesSent;
+    }
+
+    public long messagesReceived() {
+        return messagesReceived;
+    }
+
+    /** Work requests posted, send and receive, data and control. */
+    public long workRequestsPosted() {
+        return workRequestsPosted;
+    }
+
+    /** Work completions processed. */
+    public long completions() {
+        return completions;
+    }
+
+    /** Buffers copied into registered staging memory because they were not from the registered allocator. */
+    public long copies() {
+        return copies;
+    }
+
+    public long copiedBytes() {
+        return copiedBytes;
+    }
+
+    /** Bytes sent straight from registered buffers (no copy). */
+    public long zeroCopyBytes() {
+        return zeroCopyBytes;
+    }
+
+    /** Times a flush stopped because the peer had granted no more credits. */
+    public long creditStalls() {
+        return creditStalls;
+    }
+
+    @Override
+    public String toString() {
+        return "RdmaCounters{bytesSent=" + bytesSent + ", bytesReceived=" + bytesReceived + ", messagesSent="
+                + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
+                + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes
+                + ", zeroCopyBytes=" + zeroCopyBytes + ", creditStalls=" + creditStalls + '}';
+    }
+}

@@ -1,0 +1,43 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.IoEvent;
+import io.netty.channel.IoHandle;
+import io.netty.channel.IoRegistration;
+import org.nettyrdma.verbs.CmEvent;
+import org.nettyrdma.verbs.CompletionArray;
+
+/** What an {@link RdmaIoHandler} drives: a channel's completions and RDMA CM events, on the channel's loop. */
+interface RdmaIoHandle extends IoHandle {
+
+    /** Whether the calling thread is the handle's event loop. */
+    boolean inEventLoop();
+
+    /** Runs a task on the handle's event loop. */
+    void execute(Runnable task);
+
+    /** Completion {@code index} of {@code completions} is for this handle (its registration id is in the wr_id). */
+    void onCompletion(CompletionArray completions, int index);
+
+    /** A CM event for this handle's id; {@code event} is reused after the call. */
+    void onCmEvent(CmEvent event);
+
+    /** The handler finished a batch in which this handle asked to be told ({@link RdmaIoHandler#touch}). */
+    void onBatchComplete();
+
+    @Override
+    default void handle(IoRegistration registration, IoEvent ioEvent) {
+        RdmaIoEvent event = (RdmaIoEvent) ioEvent;
+        if (event.cmEvent != null) {
+            onCmEvent(event.cmEvent);
+        } else {
+            onCompletion(event.completions, event.index);
+        }
+    }
+
+    /** The event passed through {@link #handle}; reused. */
+    final class RdmaIoEvent implements IoEvent {
+        CmEvent cmEvent;
+        CompletionArray completions;
+        int index;
+    }
+}

@@ -1,0 +1,410 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.IoHandle;
+import io.netty.channel.IoHandler;
+import io.netty.channel.IoHandlerContext;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.IoOps;
+import io.netty.channel.IoRegistration;
+import io.netty.util.collection.IntObjectHashMap;
+import io.netty.util.concurrent.ThreadAwareExecutor;
+import io.netty.util.internal.ObjectUtil;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.verbs.CmEvent;
+import org.nettyrdma.verbs.CmEventChannel;
+import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.CompletionArray;
+import org.nettyrdma.verbs.CompletionChannel;
+import org.nettyrdma.verbs.CompletionQueue;
+import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.EventWaiter;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.VerbsProvider;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
+
+/**
+ * The {@link IoHandler} of the RDMA transport: {@code new MultiThreadIoEventLoopGroup(RdmaIoHandler.newFactory())}.
+ *
+ * <p>Each handler owns, per RDMA device its channels use, a completion channel and a completion queue shared by all its
+ * queue pairs, and one RDMA CM event channel. {@link #run} polls them in bounded batches and dispatches by the
+ * registration id carried in each work request id; with nothing to do it busy-polls for the configured budget, then
+ * arms the completion queues and blocks until a completion, a CM event, a scheduled task or {@link #wakeup()}.
+ * A failing channel fails alone: the loop never dies from one channel's error.
+ */
+public final class RdmaIoHandler implements IoHandler {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaIoHandler.class);
+    private static final AtomicIntegerFieldUpdater<RdmaIoHandler> WAKEN_UP =
+            AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "wakenUp");
+    private static final int MAX_CM_EVENTS_PER_RUN = 64;
+
+    private final RdmaIoHandlerConfig config;
+    private final ThreadAwareExecutor executor;
+    private final RdmaResources resources;
+    private final EventWaiter waiter;
+    private final CmEventChannel cmChannel;
+    private final CmEvent cmEvent = new CmEvent();
+    private final CompletionArray completions;
+    private final RdmaIoHandle.RdmaIoEvent ioEvent = new RdmaIoHandle.RdmaIoEvent();
+    private final IntObjectHashMap<Registration> registrations = new IntObjectHashMap<>();
+    private final List<DeviceQueues> devices = new ArrayList<>();
+    private RdmaIoHandle[] touched = new RdmaIoHandle[64];
+    private int touchedCount;
+    private int nextId = 1;
+    private volatile int wakenUp;
+    private final RdmaCounters counters = new RdmaCounters();
+
+    private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) throws VerbsException {
+        this.executor = executor;
+        this.config = config;
+        this.resources = RdmaResources.of(config.getProvider());
+        VerbsProvider provider = resources.provider();
+        this.completions = new CompletionArray(config.getCompletionBatchSize());
+        this.waiter = provider.createWaiter();
+        this.cmChannel = provider.createEventChannel();
+        waiter.add(cmChannel);
+    }
+
+    /** A factory for handlers with the default {@link RdmaIoHandlerConfig}. */
+    public static IoHandlerFactory newFactory() {
+        return newFactory(new RdmaIoHandlerConfig());
+    }
+
+    public static IoHandlerFactory newFactory(RdmaIoHandlerConfig config) {
+        ObjectUtil.checkNotNull(config, "config");
+        RdmaIoHandlerConfig copy = config.copy();
+        return executor -> {
+            try {
+                return new RdmaIoHandler(executor, copy);
+            } catch (VerbsException e) {
+                throw new IllegalStateException("cannot create an RDMA event loop: " + e.getMessage(), e);
+            }
+        };
+    }
+
+    /** The provider this handler's channels run on ("emulated", "jni"). */
+    public String providerName() {
+        return resources.provider().name();
+    }
+
+    /** Counters of every channel this handler has run, for users and tests. */
+    public RdmaCounters counters() {
+        return counters;
+    }
+
+    RdmaResources resources() {
+        return resources;
+    }
+
+    CmEventChannel cmChannel() {
+        return cmChannel;
+    }
+
+    @Override
+    public int run(IoHandlerContext context) {
+        int work = poll();
+        if (work > 0 || !context.canBlock()) {
+            return work;
+        }
+        long spinNanos = config.getBusyPollNanos();
+        if (spinNanos > 0) {
+            long deadline = System.nanoTime() + spinNanos;
+            do {
+                Thread.onSpinWait();
+                work = poll();
+                if (work > 0) {
+                    return work;
+                }
+            } while (context.canBlock() && System.nanoTime() - deadline < 0);
+            if (!context.canBlock()) {
+                return 0;
+            }
+        }
+        for (int i = 0; i < devices.size(); i++) {
+            devices.get(i).cq.requestNotify(false);
+        }
+        work = poll(); // what arrived before the queues were armed raises no event
+        if (work > 0) {
+            return work;
+        }
+        try {
+            waiter.await(context.delayNanos(System.nanoTime()));
+        } catch (VerbsException e) {
+            logger.warn("waiting for RDMA events failed", e);
+        }
+        WAKEN_UP.set(this, 0);
+        for (int i = 0; i < devices.size(); i++) {
+            DeviceQueues q = devices.get(i);
+            int events = 0;
+            while (q.channel.getEvent() != null) {
+                events++;
+            }
+            if (events > 0) {
+                q.cq.ackEvents(events);
+            }
+        }
+        return poll();
+    }
+
+    private int poll() {
+        int work = 0;
+        for (int i = 0; i < devices.size(); i++) {
+            work += pollCq(devices.get(i));
+        }
+        return work + pollCm();
+    }
+
+    private int pollCq(DeviceQueues q) {
+        int n = q.cq.poll(completions, completions.capacity());
+        if (n < 0) {
+            failDevice(q, new IOException("ibv_poll_cq on " + q.device.name() + " failed: "
+                    + org.nettyrdma.verbs.Errno.describe(n)));
+            return 1;
+        }
+        for (int i = 0; i < n; i++) {
+            int id = (int) (completions.wrId(i) >>> 32);
+            Registration r = registrations.get(id);
+            if (r != null) {
+                try {
+                    r.handle.onCompletion(completions, i);
+                } catch (Throwable t) {
+                    logger.warn("channel failed handling a completion", t);
+                }
+            }
+        }
+        counters.completions += n;
+        finishBatch();
+        return n;
+    }
+
+    private int pollCm() {
+        int n = 0;
+        try {
+            while (n < MAX_CM_EVENTS_PER_RUN && cmChannel.poll(cmEvent)) {
+                n++;
+                if (cmEvent.type() == CmEventType.DISCONNECTED) {
+                    // the data that came before the disconnect completes first
+                    for (int i = 0; i < devices.size(); i++) {
+                        pollCq(devices.get(i));
+                    }
+                }
+                dispatch(cmEvent);
+            }
+        } catch (VerbsException e) {
+            logger.warn("polling the RDMA CM event channel failed", e);
+        }
+        finishBatch();
+        return n;
+    }
+
+    private void dispatch(CmEvent event) {
+        Object context = (event.type() == CmEventType.CONNECT_REQUEST ? event.listenId() : event.id()).context();
+        if (!(context instanceof RdmaIoHandle)) {
+            if (event.type() == CmEventType.CONNECT_REQUEST) {
+                closeQuietly(event.id()); // its listener is gone
+            }
+            return;
+        }
+        RdmaIoHandle handle = (RdmaIoHandle) context;
+        try {
+            if (handle.inEventLoop()) {
+                handle.onCmEvent(event);
+            } else {
+                // an incoming id still reports here until its channel migrates it to its own loop
+                CmEvent copy = new CmEvent();
+                copy.set(event.type(), event.id(), event.listenId(), event.status(), event.privateData(),
+                        event.privateDataLength());
+                handle.execute(() -> handle.onCmEvent(copy));
+            }
+        } catch (Throwable t) {
+            logger.warn("channel failed handling " + event, t);
+        }
+    }
+
+    private static void closeQuietly(AutoCloseable c) {
+        try {
+            c.close();
+        } catch (Exception e) {
+            logger.debug("close failed", e);
+        }
+    }
+
+    /** Asks for {@link RdmaIoHandle#onBatchComplete()} once the current batch of completions is done. */
+    void touch(RdmaIoHandle handle) {
+        if (touchedCount == touched.length) {
+            touched = java.util.Arrays.copyOf(touched, touchedCount * 2);
+        }
+        touched[touchedCount++] = handle;
+    }
+
+    private void finishBatch() {
+        // a handle may touch itself again while finishing; process until nothing is left
+        for (int i = 0; i < touchedCount; i++) {
+            RdmaIoHandle h = touched[i];
+            touched[i] = null;
+            try {
+                h.onBatchComplete();
+            } catch (Throwable t) {
+                logger.warn("channel failed finishing a batch", t);
+            }
+        }
+        touchedCount = 0;
+    }
+
+    private void failDevice(DeviceQueues q, IOException cause) {
+        logger.warn("completion queue of " + q.device.name() + " failed; its channels close", cause);
+        Registration[] all = registrations.values().toArray(new Registration[0]);
+        for (Registration r : all) {
+            if (r.handle instanceof RdmaSocketChannel.RdmaSocketUnsafe) {
+                ((RdmaSocketChannel.RdmaSocketUnsafe) r.handle).fail(cause);
+            }
+        }
+    }
+
+    /** The completion queue and protection domain this handler uses on {@code device}, created on first use. */
+    DeviceQueues deviceQueues(Device device) throws VerbsException {
+        for (int i = 0; i < devices.size(); i++) {
+            if (devices.get(i).device == device) {
+                return devices.get(i);
+            }
+        }
+        ProtectionDomain pd = resources.pd(device);
+        CompletionChannel channel = device.createCompletionChannel();
+        int size = Math.min(config.getCompletionQueueSize(), device.attributes().maxCqe());
+        CompletionQueue cq;
+        try {
+            cq = device.createCq(size, channel);
+            waiter.add(channel);
+        } catch (VerbsException e) {
+            closeQuietly(channel);
+            throw e;
+        }
+        DeviceQueues q = new DeviceQueues(device, pd, channel, cq, size);
+        devices.add(q);
+        return q;
+    }
+
+    @Override
+    public IoRegistration register(IoHandle handle) {
+        if (!(handle instanceof RdmaIoHandle)) {
+            throw new IllegalArgumentException("not an RDMA channel: " + handle);
+        }
+        while (nextId == 0 || registrations.containsKey(nextId)) {
+            nextId++;
+        }
+        Registration r = new Registration(nextId++, (RdmaIoHandle) handle);
+        registrations.put(r.id, r);
+        return r;
+    }
+
+    @Override
+    public void wakeup() {
+        if (!executor.isExecutorThread(Thread.currentThread()) && WAKEN_UP.compareAndSet(this, 0, 1)) {
+            waiter.wakeup();
+        }
+    }
+
+    @Override
+    public boolean isCompatible(Class<? extends IoHandle> handleType) {
+        return RdmaIoHandle.class.isAssignableFrom(handleType);
+    }
+
+    @Override
+    public void prepareToDestroy() {
+        for (Registration r : registrations.values().toArray(new Registration[0])) {
+            closeQuietly(r.handle);
+        }
+    }
+
+    @Override
+    public void destroy() {
+        for (DeviceQueues q : devices) {
+            closeQuietly(q.cq);
+            closeQuietly(q.channel);
+        }
+        devices.clear();
+        closeQuietly(cmChannel);
+        closeQuietly(waiter);
+    }
+
+    /** A handle's registration; its id is the upper 32 bits of every wr_id the handle posts. */
+    final class Registration implements IoRegistration {
+        final int id;
+        final RdmaIoHandle handle;
+        private boolean valid = true;
+
+        Registration(int id, RdmaIoHandle handle) {
+            this.id = id;
+            this.handle = handle;
+        }
+
+        RdmaIoHandler handler() {
+            return RdmaIoHandler.this;
+        }
+
+        /** Itself: the event loop wraps registrations, and channels need this one (its id and handler). */
+        @SuppressWarnings("unchecked")
+        @Override
+        public <T> T attachment() {
+            return (T) this;
+        }
+
+        @Override
+        public long submit(IoOps ops) {
+            throw new UnsupportedOperationException("RDMA channels post work requests themselves");
+        }
+
+        @Override
+        public boolean isValid() {
+            return valid;
+        }
+
+        /** Stops dispatching to the handle; its QP must be gone (no completion can name it any more). */
+        @Override
+        public boolean cancel() {
+            if (!valid) {
+                return false;
+            }
+            valid = false;
+            registrations.remove(id);
+            return true;
+        }
+    }
+
+    /** Per device: the shared protection domain, and this handler's completion channel and queue. */
+    static final class DeviceQueues {
+        final Device device;
+        final ProtectionDomain pd;
+        final CompletionChannel channel;
+        final CompletionQueue cq;
+        final int capacity;
+        int reserved;
+
+        DeviceQueues(Device device, ProtectionDomain pd, CompletionChannel channel, CompletionQueue cq, int capacity) {
+            this.device = device;
+            this.pd = pd;
+            this.channel = channel;
+            this.cq = cq;
+            this.capacity = capacity;
+        }
+
+        /** Accounts a QP's queue depths against the CQ so that it can never overrun. */
+        void reserve(int entries) throws VerbsException {
+            if (reserved + entries > capacity) {
+                throw new VerbsException("ibv_create_qp", org.nettyrdma.verbs.Errno.ENOMEM, "completion queue of "
+                        + capacity + " entries is full with " + reserved
+                        + " reserved; raise RdmaIoHandlerConfig.completionQueueSize or spread channels over more loops");
+            }
+            reserved += entries;
+        }
+
+        void release(int entries) {
+            reserved -= entries;
+        }
+    }
+}

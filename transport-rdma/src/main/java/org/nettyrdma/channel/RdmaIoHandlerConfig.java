@@ -1,0 +1,72 @@
+package org.nettyrdma.channel;
+
+import io.netty.util.internal.ObjectUtil;
+import io.netty.util.internal.SystemPropertyUtil;
+
+/**
+ * Settings of an {@link RdmaIoHandler}: which verbs provider it uses, how long it busy-polls before it blocks, and
+ * the sizes of its completion queue and poll batch. Every tunable is listed in docs/configuration.md.
+ */
+public final class RdmaIoHandlerConfig {
+    /** The provider over rdma-core (libibverbs + librdmacm): real RDMA devices. */
+    public static final String PROVIDER_NATIVE = "native";
+    /** The in-process emulated provider: no hardware, same semantics, one JVM only. */
+    public static final String PROVIDER_EMULATED = "emulated";
+    /** The native provider where {@link Rdma#isAvailable()}, the emulated one otherwise. */
+    public static final String PROVIDER_AUTO = "auto";
+
+    private String provider = SystemPropertyUtil.get("org.nettyrdma.provider", PROVIDER_NATIVE);
+    private long busyPollNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollNanos", 20_000);
+    private int completionQueueSize = SystemPropertyUtil.getInt("org.nettyrdma.completionQueueSize", 16384);
+    private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
+
+    /** The verbs provider: {@link #PROVIDER_NATIVE} (default), {@link #PROVIDER_EMULATED} or {@link #PROVIDER_AUTO}. */
+    public RdmaIoHandlerConfig setProvider(String provider) {
+        ObjectUtil.checkNotNull(provider, "provider");
+        if (!PROVIDER_NATIVE.equals(provider) && !PROVIDER_EMULATED.equals(provider)
+                && !PROVIDER_AUTO.equals(provider)) {
+            throw new IllegalArgumentException("provider: " + provider + " (expected native, emulated or auto)");
+        }
+        this.provider = provider;
+        return this;
+    }
+
+    public String getProvider() {
+        return provider;
+    }
+
+    /** How long the event loop polls its completion queues before it arms them and blocks (0: never spins). */
+    public RdmaIoHandlerConfig setBusyPollNanos(long busyPollNanos) {
+        this.busyPollNanos = ObjectUtil.checkPositiveOrZero(busyPollNanos, "busyPollNanos");
+        return this;
+    }
+
+    public long getBusyPollNanos() {
+        return busyPollNanos;
+    }
+
+    /** Entries of each completion queue; bounded by the device's max_cqe. */
+    public RdmaIoHandlerConfig setCompletionQueueSize(int completionQueueSize) {
+        this.completionQueueSize = ObjectUtil.checkPositive(completionQueueSize, "completionQueueSize");
+        return this;
+    }
+
+    public int getCompletionQueueSize() {
+        return completionQueueSize;
+    }
+
+    /** How many completions one poll takes at most (the work bound of one run). */
+    public RdmaIoHandlerConfig setCompletionBatchSize(int completionBatchSize) {
+        this.completionBatchSize = ObjectUtil.checkPositive(completionBatchSize, "completionBatchSize");
+        return this;
+    }
+
+    public int getCompletionBatchSize() {
+        return completionBatchSize;
+    }
+
+    RdmaIoHandlerConfig copy() {
+        return new RdmaIoHandlerConfig().setProvider(provider).setBusyPollNanos(busyPollNanos)
+                .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize);
+    }
+}

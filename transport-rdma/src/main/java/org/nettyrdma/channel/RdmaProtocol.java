@@ -1,0 +1,113 @@
+package org.nettyrdma.channel;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+/**
+ * Wire protocol v1 (docs/protocol.md): the handshake carried in RDMA CM private data, the reject reasons, and the
+ * 4-byte header that starts every SEND.
+ */
+final class RdmaProtocol {
+    static final int MAGIC = 0x4E52444D; // "NRDM"
+    static final int VERSION = 1;
+
+    /** Handshake: magic u32, version u16, flags u16, receive buffer size u32, receive buffer count u32. */
+    static final int HANDSHAKE_LENGTH = 16;
+
+    static final int REJECT_BAD_MAGIC = 1;
+    static final int REJECT_VERSION = 2;
+    static final int REJECT_NO_RESOURCES = 3;
+    static final int REJECT_REFUSED = 4;
+    /** Reject data: magic u32, version u16, reason u16, then a UTF-8 message up to the CM's 148-byte limit. */
+    static final int MAX_REJECT_LENGTH = 148;
+
+    static final int HEADER_LENGTH = 4;
+    /** Header: type u8, reserved u8, credits u16 (receive buffers re-posted since the last header said so). */
+    static final int TYPE_DATA = 1;
+    static final int TYPE_CREDIT = 2;
+    static final int TYPE_FIN = 3;
+    static final int MAX_CREDITS_PER_HEADER = 0xffff;
+
+    private RdmaProtocol() {
+    }
+
+    static byte[] handshake(int receiveBufferSize, int receiveBufferCount) {
+        return ByteBuffer.allocate(HANDSHAKE_LENGTH).putInt(MAGIC).putShort((short) VERSION).putShort((short) 0)
+                .putInt(receiveBufferSize).putInt(receiveBufferCount).array();
+    }
+
+    /** A peer's handshake: what it can receive. */
+    static final class Handshake {
+        final int version;
+        final int receiveBufferSize;
+        final int receiveBufferCount;
+
+        private Handshake(int version, int receiveBufferSize, int receiveBufferCount) {
+            this.version = version;
+            this.receiveBufferSize = receiveBufferSize;
+            this.receiveBufferCount = receiveBufferCount;
+        }
+
+        /**
+         * Parses private data, or explains in the returned exception's message why it isn't ours; the reject reason
+         * to send back is {@link #rejectReason(byte[], int)}.
+         */
+        static Handshake parse(byte[] data, int length) throws RdmaProtocolException {
+            if (length < HANDSHAKE_LENGTH) {
+                throw new RdmaProtocolException(REJECT_BAD_MAGIC,
+                        "handshake of " + length + " bytes, expected " + HANDSHAKE_LENGTH);
+            }
+            ByteBuffer b = ByteBuffer.wrap(data, 0, length);
+            int magic = b.getInt();
+            int version = b.getShort() & 0xffff;
+            b.getShort();
+            int size = b.getInt();
+            int count = b.getInt();
+            if (magic != MAGIC) {
+                throw new RdmaProtocolException(REJECT_BAD_MAGIC, String.format(
+                        "not a netty-rdma peer (magic 0x%08x, expected 0x%08x)", magic, MAGIC));
+            }
+            if (version != VERSION) {
+                throw new RdmaProtocolException(REJECT_VERSION,
+                        "protocol version " + version + " not supported (this side speaks " + VERSION + ')');
+            }
+            if (size <= HEADER_LENGTH || count < 2 || count > MAX_CREDITS_PER_HEADER) {
+                throw new RdmaProtocolException(REJECT_BAD_MAGIC,
+                        "invalid receive parameters: " + count + " buffers of " + size + " bytes");
+            }
+            return new Handshake(version, size, count);
+        }
+    }
+
+    static byte[] reject(int reason, String message) {
+        byte[] text = message.getBytes(StandardCharsets.UTF_8);
+        int n = Math.min(text.length, MAX_REJECT_LENGTH - 8);
+        ByteBuffer b = ByteBuffer.allocate(8 + n).putInt(MAGIC).putShort((short) VERSION).putShort((short) reason);
+        b.put(text, 0, n);
+        return b.array();
+    }
+
+    /** The message of a netty-rdma reject, or null if the private data isn't one (nobody listening, another app). */
+    static String rejectMessage(byte[] data, int length) {
+        if (length < 8 || ByteBuffer.wrap(data).getInt() != MAGIC) {
+            return null;
+        }
+        int end = length;
+        while (end > 8 && data[end - 1] == 0) {
+            end--; // IB/RoCE pad private data with zeros
+        }
+        return new String(Arrays.copyOfRange(data, 8, end), StandardCharsets.UTF_8);
+    }
+
+    /** A peer that doesn't speak our protocol; carries the reject reason to send. */
+    static final class RdmaProtocolException extends Exception {
+        private static final long serialVersionUID = 1L;
+        final int reason;
+
+        RdmaProtocolException(int reason, String message) {
+            super(message);
+            this.reason = reason;
+        }
+    }
+}

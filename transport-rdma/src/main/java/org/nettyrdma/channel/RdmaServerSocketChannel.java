@@ -1,0 +1,254 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.AbstractServerChannel;
+import io.netty.channel.ChannelPipeline;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.EventLoop;
+import io.netty.channel.IoEventLoop;
+import io.netty.channel.IoRegistration;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.socket.ServerSocketChannel;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.channel.RdmaProtocol.Handshake;
+import org.nettyrdma.channel.RdmaProtocol.RdmaProtocolException;
+import org.nettyrdma.verbs.CmEvent;
+import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.CompletionArray;
+import org.nettyrdma.verbs.VerbsException;
+
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.util.ArrayDeque;
+
+/**
+ * A listening RDMA CM id: the drop-in for a {@link ServerSocketChannel}. Each connection request becomes an
+ * {@link RdmaSocketChannel} read by the pipeline (the {@code ServerBootstrap} registers it on a child loop, where it
+ * sets up its queue pair and accepts). Peers that don't speak the protocol are rejected with the reason.
+ */
+public final class RdmaServerSocketChannel extends AbstractServerChannel implements ServerSocketChannel {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaServerSocketChannel.class);
+
+    private final RdmaServerSocketChannelConfig config = new RdmaServerSocketChannelConfig(this);
+    private volatile boolean open = true;
+    private volatile boolean active;
+    private volatile InetSocketAddress local;
+    private RdmaIoHandler.Registration registration;
+    private IoRegistration ioRegistration;
+    private CmId id;
+    private final ArrayDeque<RdmaSocketChannel> pending = new ArrayDeque<>();
+
+    public RdmaServerSocketChannel() {
+    }
+
+    @Override
+    public RdmaServerSocketChannelConfig config() {
+        return config;
+    }
+
+    @Override
+    public boolean isOpen() {
+        return open;
+    }
+
+    @Override
+    public boolean isActive() {
+        return active;
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return (InetSocketAddress) super.localAddress();
+    }
+
+    @Override
+    public InetSocketAddress remoteAddress() {
+        return null;
+    }
+
+    @Override
+    protected SocketAddress localAddress0() {
+        return local;
+    }
+
+    @Override
+    protected boolean isCompatible(EventLoop loop) {
+        return loop instanceof IoEventLoop && ((IoEventLoop) loop).isCompatible(RdmaServerUnsafe.class);
+    }
+
+    @Override
+    protected AbstractUnsafe newUnsafe() {
+        return new RdmaServerUnsafe();
+    }
+
+    @Override
+    protected void doRegister(ChannelPromise promise) {
+        if (registration != null) {
+            promise.setFailure(new IllegalStateException("an RDMA channel cannot move to another event loop"));
+            return;
+        }
+        ((IoEventLoop) eventLoop()).register((RdmaServerUnsafe) unsafe()).addListener(f -> {
+            if (!f.isSuccess()) {
+                promise.setFailure(f.cause());
+                return;
+            }
+            ioRegistration = (IoRegistration) f.getNow();
+            registration = ioRegistration.attachment();
+            try {
+                RdmaIoHandler handler = registration.handler();
+                id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
+            } catch (Throwable t) {
+                promise.setFailure(t);
+                return;
+            }
+            promise.setSuccess();
+        });
+    }
+
+    @Override
+    protected void doBind(SocketAddress localAddress) throws Exception {
+        id.bind((InetSocketAddress) localAddress);
+        id.listen(config.getBacklog());
+        local = id.localAddress();
+        active = true;
+    }
+
+    @Override
+    protected void doClose() throws Exception {
+        open = false;
+        active = false;
+        RdmaSocketChannel child;
+        while ((child = pending.poll()) != null) {
+            child.unsafe().closeForcibly();
+        }
+        if (id != null) {
+            try {
+                id.close();
+            } catch (VerbsException e) {
+                logger.debug("closing the listening id failed", e);
+            }
+        }
+        if (registration != null) {
+            ioRegistration.cancel(); // through the loop's wrapper, which counts registrations
+        }
+    }
+
+    @Override
+    protected void doBeginRead() {
+        RdmaServerUnsafe u = (RdmaServerUnsafe) unsafe();
+        u.readPending = true;
+        if (!pending.isEmpty()) {
+            eventLoop().execute(u::readLoop);
+        }
+    }
+
+    final class RdmaServerUnsafe extends AbstractUnsafe implements RdmaIoHandle {
+        boolean readPending;
+
+        @Override
+        public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
+            promise.setFailure(new UnsupportedOperationException("a server channel does not connect"));
+        }
+
+        @Override
+        public boolean inEventLoop() {
+            return eventLoop().inEventLoop();
+        }
+
+        @Override
+        public void execute(Runnable task) {
+            eventLoop().execute(task);
+        }
+
+        @Override
+        public void onCompletion(CompletionArray completions, int index) {
+            // a listener has no queue pair
+        }
+
+        @Override
+        public void onBatchComplete() {
+        }
+
+        @Override
+        public void onCmEvent(CmEvent event) {
+            if (event.type() != CmEventType.CONNECT_REQUEST) {
+                return;
+            }
+            CmId incoming = event.id();
+            if (!isActive()) {
+                closeQuietly(incoming);
+                return;
+            }
+            Handshake peer;
+            try {
+                peer = Handshake.parse(event.privateData(), event.privateDataLength());
+            } catch (RdmaProtocolException e) {
+                reject(incoming, e.reason, e.getMessage());
+                return;
+            }
+            if (pending.size() >= config.getBacklog()) {
+                reject(incoming, RdmaProtocol.REJECT_NO_RESOURCES, "backlog of " + config.getBacklog() + " is full");
+                return;
+            }
+            RdmaSocketChannel child = new RdmaSocketChannel(RdmaServerSocketChannel.this, incoming, peer);
+            incoming.context(child.unsafe());
+            pending.add(child);
+            if (readPending || config.isAutoRead()) {
+                readLoop();
+            }
+        }
+
+        private void reject(CmId incoming, int reason, String message) {
+            logger.debug("rejecting a connection from {}: {}", incoming.remoteAddress(), message);
+            try {
+                incoming.reject(RdmaProtocol.reject(reason, message));
+            } catch (VerbsException e) {
+                logger.debug("reject failed", e);
+            }
+            closeQuietly(incoming);
+        }
+
+        private void closeQuietly(CmId incoming) {
+            try {
+                incoming.close();
+            } catch (VerbsException e) {
+                logger.debug("closing an incoming id failed", e);
+            }
+        }
+
+        void readLoop() {
+            if (pending.isEmpty() || !isOpen()) {
+                return;
+            }
+            ChannelPipeline pipeline = pipeline();
+            RecvByteBufAllocator.Handle allocHandle = recvBufAllocHandle();
+            allocHandle.reset(config);
+            boolean read = false;
+            RdmaSocketChannel child;
+            while ((readPending || config.isAutoRead()) && (child = pending.poll()) != null) {
+                readPending = false;
+                read = true;
+                allocHandle.incMessagesRead(1);
+                pipeline.fireChannelRead(child);
+                if (!allocHandle.continueReading()) {
+                    break;
+                }
+            }
+            if (read) {
+                allocHandle.readComplete();
+                pipeline.fireChannelReadComplete();
+            }
+            if (!pending.isEmpty() && (readPending || config.isAutoRead())) {
+                eventLoop().execute(this::readLoop);
+            }
+        }
+
+        @Override
+        public void close() {
+            if (isOpen()) {
+                close(voidPromise());
+            }
+        }
+    }
+}

@@ -1,0 +1,1389 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.AbstractChannel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelMetadata;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.ChannelPipeline;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.ConnectTimeoutException;
+import io.netty.channel.EventLoop;
+import io.netty.channel.IoEventLoop;
+import io.netty.channel.IoRegistration;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.socket.ChannelInputShutdownEvent;
+import io.netty.channel.socket.ChannelInputShutdownReadComplete;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.util.concurrent.Future;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.channel.RdmaProtocol.Handshake;
+import org.nettyrdma.channel.RdmaProtocol.RdmaProtocolException;
+import org.nettyrdma.verbs.CmEvent;
+import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.CompletionArray;
+import org.nettyrdma.verbs.ConnectionParameters;
+import org.nettyrdma.verbs.DeviceAttributes;
+import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.QpInitAttributes;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.SendFlags;
+import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.WcStatus;
+import org.nettyrdma.verbs.WorkRequestList;
+import org.nettyrdma.verbs.WrOpcode;
+
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.AlreadyConnectedException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ConnectionPendingException;
+import java.nio.channels.NotYetConnectedException;
+import java.nio.channels.UnresolvedAddressException;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A stream channel over an RDMA reliable connection: the drop-in for a {@link SocketChannel} of Netty's NIO or epoll
+ * transports. Bytes written are delivered once and in order (fragmented and coalesced like TCP), with receiver credits
+ * as flow control, half-close, orderly and abortive close; see docs/protocol.md.
+ *
+ * <p>A write's future completes when the peer's adapter has placed its bytes in the peer's receive buffer (the send's
+ * work completion). Buffers from {@link RdmaByteBufAllocator} are sent with no copy; others are copied once into
+ * registered staging memory ({@link #counters()} counts both).
+ */
+public final class RdmaSocketChannel extends AbstractChannel implements SocketChannel {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaSocketChannel.class);
+    private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
+    private static final long RECV_BIT = 1L << 31;
+    private static final int RESOLVE_TIMEOUT_MS = 2000;
+    private static final int MAX_SEND_SGE = 4;
+    private static final int MAX_INLINE = 256;
+    private static final int RNR_RETRY = 3;
+
+    private static final int OPEN = 0;
+    private static final int CONNECTING = 1;
+    private static final int ACTIVE = 2;
+    private static final int CLOSED = 3;
+
+    private final RdmaSocketChannelConfig config;
+    private final RdmaCounters counters = new RdmaCounters();
+    private volatile int state = OPEN;
+    private volatile InetSocketAddress local;
+    private volatile InetSocketAddress remote;
+    private volatile boolean inputShutdown;
+    private volatile boolean outputShutdown;
+
+    // all below: event loop only
+    private RdmaIoHandler handler;
+    private RdmaIoHandler.Registration registration;
+    private IoRegistration ioRegistration;
+    private CmId id;
+    private Handshake peer;
+    private ChannelPromise connectPromise;
+    private Future<?> connectTimeout;
+    private InetSocketAddress requestedRemote;
+    private Connection conn;
+
+    /** A client channel; connect it with a {@link io.netty.bootstrap.Bootstrap}. */
+    public RdmaSocketChannel() {
+        super(null);
+        config = new RdmaSocketChannelConfig(this);
+    }
+
+    /** An accepted channel: its id got CONNECT_REQUEST with {@code peer}'s handshake. */
+    RdmaSocketChannel(RdmaServerSocketChannel parent, CmId id, Handshake peer) {
+        super(parent);
+        config = new RdmaSocketChannelConfig(this);
+        this.id = id;
+        this.peer = peer;
+        this.local = id.localAddress();
+        this.remote = id.remoteAddress();
+        this.state = CONNECTING;
+    }
+
+    @Override
+    public RdmaServerSocketChannel parent() {
+        return (RdmaServerSocketChannel) super.parent();
+    }
+
+    @Override
+    public RdmaSocketChannelConfig config() {
+        return config;
+    }
+
+    /** This channel's traffic: bytes, messages, work requests, copies and credit stalls. */
+    public RdmaCounters counters() {
+        return counters;
+    }
+
+    @Override
+    public ChannelMetadata metadata() {
+        return METADATA;
+    }
+
+    @Override
+    public boolean isOpen() {
+        return state != CLOSED;
+    }
+
+    @Override
+    public boolean isActive() {
+        return state == ACTIVE;
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return (InetSocketAddress) super.localAddress();
+    }
+
+    @Override
+    public InetSocketAddress remoteAddress() {
+        return (InetSocketAddress) super.remoteAddress();
+    }
+
+    @Override
+    protected SocketAddress localAddress0() {
+        return local;
+    }
+
+    @Override
+    protected SocketAddress remoteAddress0() {
+        return remote;
+    }
+
+    @Override
+    public boolean isInputShutdown() {
+        return inputShutdown || !isActive();
+    }
+
+    @Override
+    public boolean isOutputShutdown() {
+        return outputShutdown || !isActive();
+    }
+
+    @Override
+    public boolean isShutdown() {
+        return isInputShutdown() && isOutputShutdown();
+    }
+
+    @Override
+    public ChannelFuture shutdownOutput() {
+        return shutdownOutput(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdownOutput(ChannelPromise promise) {
+        EventLoop loop = eventLoop();
+        if (loop.inEventLoop()) {
+            ((AbstractUnsafe) unsafe()).shutdownOutput(promise);
+        } else {
+            loop.execute(() -> ((AbstractUnsafe) unsafe()).shutdownOutput(promise));
+        }
+        return promise;
+    }
+
+    @Override
+    public ChannelFuture shutdownInput() {
+        return shutdownInput(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdownInput(ChannelPromise promise) {
+        EventLoop loop = eventLoop();
+        if (loop.inEventLoop()) {
+            shutdownInput0(promise);
+        } else {
+            loop.execute(() -> shutdownInput0(promise));
+        }
+        return promise;
+    }
+
+    private void shutdownInput0(ChannelPromise promise) {
+        if (!isOpen()) {
+            promise.setFailure(new ClosedChannelException());
+        } else if (!isActive()) {
+            promise.setFailure(new NotYetConnectedException());
+        } else {
+            inputShutdown = true;
+            if (conn != null) {
+                conn.discardPendingReads();
+            }
+            promise.setSuccess();
+        }
+    }
+
+    @Override
+    public ChannelFuture shutdown() {
+        return shutdown(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdown(ChannelPromise promise) {
+        ChannelFuture out = shutdownOutput();
+        out.addListener(f -> shutdownInput(promise));
+        return promise;
+    }
+
+    @Override
+    protected boolean isCompatible(EventLoop loop) {
+        return loop instanceof IoEventLoop && ((IoEventLoop) loop).isCompatible(RdmaSocketUnsafe.class);
+    }
+
+    @Override
+    protected AbstractUnsafe newUnsafe() {
+        return new RdmaSocketUnsafe();
+    }
+
+    @Override
+    protected void doRegister(ChannelPromise promise) {
+        if (registration != null) {
+            promise.setFailure(new IllegalStateException("an RDMA channel cannot move to another event loop"));
+            return;
+        }
+        ((IoEventLoop) eventLoop()).register((RdmaSocketUnsafe) unsafe()).addListener(f -> {
+            if (!f.isSuccess()) {
+                promise.setFailure(f.cause());
+                return;
+            }
+            ioRegistration = (IoRegistration) f.getNow();
+            registration = ioRegistration.attachment();
+            handler = registration.handler();
+            try {
+                if (id == null) {
+                    id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
+                } else {
+                    id.migrate(handler.cmChannel());
+                    id.context(unsafe());
+                }
+            } catch (Throwable t) {
+                promise.setFailure(t);
+                return;
+            }
+            promise.setSuccess();
+            if (state == CONNECTING && connectPromise == null && conn == null && isOpen()) {
+                ((RdmaSocketUnsafe) unsafe()).accept();
+            }
+        });
+    }
+
+    @Override
+    protected void doBind(SocketAddress localAddress) throws Exception {
+        if (id == null) {
+            throw new NotYetConnectedException();
+        }
+        id.bind((InetSocketAddress) localAddress);
+        local = id.localAddress();
+    }
+
+    @Override
+    protected void doDisconnect() throws Exception {
+        doClose();
+    }
+
+    @Override
+    protected void doClose() throws Exception {
+        int was = state;
+        state = CLOSED;
+        RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
+        if (connectTimeout != null) {
+            connectTimeout.cancel(false);
+            connectTimeout = null;
+        }
+        ChannelPromise p = connectPromise;
+        if (p != null) {
+            connectPromise = null;
+            p.tryFailure(new ClosedChannelException());
+        }
+        if (registration == null) {
+            // never registered (e.g. closed forcibly before the acceptor registered it): refuse the connection
+            if (id != null && parent() != null) {
+                try {
+                    id.reject(RdmaProtocol.reject(RdmaProtocol.REJECT_REFUSED, "closed before it was accepted"));
+                } catch (VerbsException e) {
+                    logger.debug("reject failed", e);
+                }
+            }
+            u.destroy();
+            return;
+        }
+        if (conn != null && was == ACTIVE && config.getSoLinger() != 0 && !conn.failed && !conn.peerGone) {
+            conn.closeGracefully();
+        } else {
+            u.abort();
+        }
+    }
+
+    @Override
+    protected void doDeregister() {
+        // the registration lives until the connection's last completion (RdmaSocketUnsafe.destroy)
+    }
+
+    @Override
+    protected void doBeginRead() {
+        RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
+        u.readPending = true;
+        if (conn != null && conn.hasPendingReads()) {
+            u.scheduleRead();
+        }
+    }
+
+    @Override
+    protected Object filterOutboundMessage(Object msg) {
+        if (msg instanceof ByteBuf) {
+            return msg;
+        }
+        throw new UnsupportedOperationException("unsupported message type: " + msg.getClass().getName()
+                + " (RDMA channels write ByteBufs)");
+    }
+
+    @Override
+    protected void doWrite(ChannelOutboundBuffer in) throws Exception {
+        if (conn == null) {
+            throw new NotYetConnectedException();
+        }
+        conn.write(in);
+    }
+
+    @Override
+    protected void doShutdownOutput() throws Exception {
+        if (!isActive()) {
+            throw new NotYetConnectedException();
+        }
+        outputShutdown = true;
+        if (conn != null) {
+            conn.sendFin();
+        }
+    }
+
+    private long wrId(int slot, boolean recv) {
+        return (long) registration.id << 32 | (recv ? RECV_BIT : 0) | slot;
+    }
+
+    final class RdmaSocketUnsafe extends AbstractUnsafe implements RdmaIoHandle {
+        boolean readPending;
+        private boolean readScheduled;
+        private final Runnable readTask = () -> {
+            readScheduled = false;
+            readLoop();
+        };
+
+        @Override
+        public boolean inEventLoop() {
+            // an accepted channel that no loop took yet is handled where its events arrive (its listener's loop)
+            return !isRegistered() || eventLoop().inEventLoop();
+        }
+
+        @Override
+        public void execute(Runnable task) {
+            eventLoop().execute(task);
+        }
+
+        @Override
+        public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
+            if (!ensureOpen(promise)) {
+                return;
+            }
+            if (connectPromise != null) {
+                promise.tryFailure(new ConnectionPendingException());
+                return;
+            }
+            if (state == ACTIVE || conn != null) {
+                promise.tryFailure(new AlreadyConnectedException());
+                return;
+            }
+            InetSocketAddress r = (InetSocketAddress) remoteAddress;
+            if (r.isUnresolved()) {
+                promise.tryFailure(new UnresolvedAddressException());
+                return;
+            }
+            try {
+                if (localAddress != null) {
+                    doBind(localAddress);
+                }
+                requestedRemote = r;
+                connectPromise = promise;
+                state = CONNECTING;
+                id.resolveAddress((InetSocketAddress) localAddress, r, RESOLVE_TIMEOUT_MS);
+            } catch (Throwable t) {
+                connectPromise = null;
+                state = isOpen() ? OPEN : CLOSED;
+                promise.tryFailure(annotateConnectException(asConnectException(t), r));
+                closeIfClosed();
+                return;
+            }
+            int timeoutMillis = config.getConnectTimeoutMillis();
+            if (timeoutMillis > 0) {
+                connectTimeout = eventLoop().schedule(() -> {
+                    ChannelPromise p = connectPromise;
+                    if (p != null && !p.isDone()) {
+                        failConnect(new ConnectTimeoutException("connection timed out after " + timeoutMillis
+                                + " ms: " + r));
+                    }
+                }, timeoutMillis, TimeUnit.MILLISECONDS);
+            }
+            promise.addListener(f -> {
+                if (f.isCancelled()) {
+                    if (connectTimeout != null) {
+                        connectTimeout.cancel(false);
+                    }
+                    connectPromise = null;
+                    close(voidPromise());
+                }
+            });
+        }
+
+        private Throwable asConnectException(Throwable t) {
+            if (t instanceof VerbsException) {
+                ConnectException e = new ConnectException(t.getMessage());
+                e.initCause(t);
+                return e;
+            }
+            return t;
+        }
+
+        private void failConnect(Throwable cause) {
+            ChannelPromise p = connectPromise;
+            connectPromise = null;
+            if (connectTimeout != null) {
+                connectTimeout.cancel(false);
+                connectTimeout = null;
+            }
+            if (p != null) {
+                p.tryFailure(cause instanceof ConnectTimeoutException ? cause
+                        : annotateConnectException(cause, requestedRemote));
+            }
+            close(voidPromise());
+        }
+
+        /** An accepted channel, now registered on its own loop: set up the connection and accept it. */
+        void accept() {
+            try {
+                conn = new Connection(peer);
+                id.accept(conn.parameters());
+            } catch (Throwable t) {
+                logger.debug("accepting " + remote + " failed", t);
+                try {
+                    id.reject(RdmaProtocol.reject(RdmaProtocol.REJECT_NO_RESOURCES, String.valueOf(t.getMessage())));
+                } catch (VerbsException e) {
+                    logger.debug("reject failed", e);
+                }
+                pipeline().fireExceptionCaught(t);
+                close(voidPromise());
+            }
+        }
+
+        @Override
+        public void onCmEvent(CmEvent event) {
+            switch (event.type()) {
+                case ADDR_RESOLVED:
+                    onAddressResolved();
+                    break;
+                case ROUTE_RESOLVED:
+                    onRouteResolved();
+                    break;
+                case ESTABLISHED:
+                    onEstablished(event);
+                    break;
+                case REJECTED: {
+                    String reason = RdmaProtocol.rejectMessage(event.privateData(), event.privateDataLength());
+                    failConnect(new ConnectException(reason != null
+                            ? "connection rejected by the peer: " + reason : "Connection refused"));
+                    break;
+                }
+                case UNREACHABLE:
+                    failConnect(new ConnectException("no answer from the peer (RDMA CM status "
+                            + event.status() + (event.status() < 0 ? ", " + Errno.describe(event.status()) : "")
+                            + ')'));
+                    break;
+                case ADDR_ERROR:
+                case ROUTE_ERROR:
+                case CONNECT_ERROR:
+                    failConnect(new ConnectException("RDMA CM " + event.type() + ": no RDMA route to "
+                            + requestedRemote + " (status " + event.status()
+                            + (event.status() < 0 ? ", " + Errno.describe(event.status()) : "") + ')'));
+                    break;
+                case DISCONNECTED:
+                    onDisconnected();
+                    break;
+                case DEVICE_REMOVAL:
+                    fail(new IOException("the RDMA device was removed"));
+                    break;
+                default:
+                    break;
+            }
+        }
+
+        private void onAddressResolved() {
+            if (connectPromise == null) {
+                return;
+            }
+            try {
+                id.resolveRoute(RESOLVE_TIMEOUT_MS);
+            } catch (Throwable t) {
+                failConnect(asConnectException(t));
+            }
+        }
+
+        private void onRouteResolved() {
+            if (connectPromise == null) {
+                return;
+            }
+            try {
+                conn = new Connection(null);
+                id.connect(conn.parameters());
+            } catch (Throwable t) {
+                failConnect(asConnectException(t));
+            }
+        }
+
+        private void onEstablished(CmEvent event) {
+            if (conn == null || state != CONNECTING) {
+                return;
+            }
+            if (parent() == null) {
+                ChannelPromise p = connectPromise;
+                if (p == null) {
+                    return;
+                }
+                try {
+                    conn.peerReady(Handshake.parse(event.privateData(), event.privateDataLength()));
+                } catch (Throwable t) {
+                    failConnect(t instanceof RdmaProtocolException ? new ConnectException(t.getMessage()) : t);
+                    return;
+                }
+                connectPromise = null;
+                if (connectTimeout != null) {
+                    connectTimeout.cancel(false);
+                    connectTimeout = null;
+                }
+                local = id.localAddress();
+                remote = id.remoteAddress();
+                state = ACTIVE;
+                boolean promiseSet = p.trySuccess();
+                pipeline().fireChannelActive();
+                if (!promiseSet) {
+                    close(voidPromise());
+                }
+            } else {
+                try {
+                    conn.peerReady(peer);
+                } catch (Throwable t) {
+                    fail(t);
+                    return;
+                }
+                local = id.localAddress();
+                remote = id.remoteAddress();
+                state = ACTIVE;
+                pipeline().fireChannelActive();
+            }
+        }
+
+        private void onDisconnected() {
+            if (conn == null) {
+                destroy();
+                return;
+            }
+            conn.peerGone = true;
+            if (conn.closing || !isOpen()) {
+                destroy();
+                return;
+            }
+            if (state == CONNECTING) {
+                failConnect(new ConnectException("the peer disconnected during connection set-up"));
+                return;
+            }
+            if (!conn.finReceived) {
+                conn.failed = true;
+                pipeline().fireExceptionCaught(new IOException("Connection reset by peer"));
+                close(voidPromise());
+            } else if (!conn.hasPendingReads()) {
+                close(voidPromise());
+            }
+            // else: the read loop delivers what is left, then closes
+        }
+
+        /** A send failed: like a socket write error, the pending writes fail with it and the channel closes. */
+        void writeFailed(IOException cause) {
+            conn.failed = true;
+            if (isOpen()) {
+                handleWriteError(cause);
+            } else {
+                destroy();
+            }
+        }
+
+        /** A failure of the connection: the channel reports it and closes (never the loop). */
+        void fail(Throwable cause) {
+            if (conn != null) {
+                conn.failed = true;
+            }
+            if (isOpen()) {
+                pipeline().fireExceptionCaught(cause);
+                close(voidPromise());
+            } else {
+                destroy();
+            }
+        }
+
+        @Override
+        public void onCompletion(CompletionArray wc, int index) {
+            if (conn != null) {
+                long wrId = wc.wrId(index);
+                int slot = (int) (wrId & (RECV_BIT - 1));
+                if ((wrId & RECV_BIT) != 0) {
+                    conn.onRecvCompletion(slot, wc.status(index), wc.byteLen(index));
+                } else {
+                    conn.onSendCompletion(slot, wc.status(index));
+                }
+            }
+        }
+
+        @Override
+        public void onBatchComplete() {
+            if (conn != null) {
+                conn.onBatchComplete();
+            }
+        }
+
+        void scheduleRead() {
+            if (!readScheduled) {
+                readScheduled = true;
+                eventLoop().execute(readTask);
+            }
+        }
+
+        /** Delivers buffered data to the pipeline the way a socket read loop does (RecvByteBufAllocator rules). */
+        void readLoop() {
+            if (conn == null || !isActive() && !(conn.finReceived && isOpen())) {
+                return;
+            }
+            if (!readPending && !config.isAutoRead()) {
+                return;
+            }
+            ChannelPipeline pipeline = pipeline();
+            RecvByteBufAllocator.Handle allocHandle = recvBufAllocHandle();
+            allocHandle.reset(config);
+            boolean read = false;
+            while (conn.hasPendingData() && !inputShutdown && isOpen()) {
+                ByteBuf buf = conn.nextRead(allocHandle);
+                readPending = false;
+                read = true;
+                pipeline.fireChannelRead(buf);
+                if (!allocHandle.continueReading()) {
+                    break;
+                }
+            }
+            if (read) {
+                allocHandle.readComplete();
+                pipeline.fireChannelReadComplete();
+            }
+            if (conn != null && conn.finAtHead()) {
+                conn.onFinReached();
+            } else if (conn != null && conn.hasPendingData() && (readPending || config.isAutoRead())) {
+                scheduleRead();
+            }
+        }
+
+        @Override
+        protected void flush0() {
+            super.flush0();
+        }
+
+        @Override
+        protected void close(ChannelPromise promise, Throwable cause, ClosedChannelException closeCause) {
+            if (conn != null && conn.removing) {
+                // a write future's listener closes while a completion removes bytes: close right after it
+                eventLoop().execute(() -> close(promise, cause, closeCause));
+                return;
+            }
+            if (conn != null && !conn.failed && !conn.peerGone && config.getSoLinger() != 0) {
+                conn.settleInFlight();
+            }
+            super.close(promise, cause, closeCause);
+        }
+
+        /** Abortive close: disconnect now, without FIN; the peer sees a reset. */
+        void abort() {
+            if (conn != null && !conn.destroyed && id != null && !conn.peerGone) {
+                try {
+                    conn.closing = true;
+                    id.disconnect();
+                    return; // DISCONNECTED destroys
+                } catch (VerbsException e) {
+                    logger.debug("rdma_disconnect failed", e);
+                }
+            }
+            destroy();
+        }
+
+        /** Releases every verbs resource of the channel; from here no completion can name it. */
+        void destroy() {
+            if (conn != null) {
+                conn.destroy();
+            }
+            if (id != null) {
+                try {
+                    id.close();
+                } catch (VerbsException e) {
+                    logger.debug("rdma_destroy_id failed", e);
+                }
+                id = null;
+            }
+            if (registration != null) {
+                ioRegistration.cancel(); // through the loop's wrapper, which counts registrations
+            }
+        }
+
+        @Override
+        public void close() {
+            // the event loop shuts down: tear down at once
+            if (isOpen()) {
+                close(voidPromise());
+            }
+            if (conn != null) {
+                conn.failed = true;
+            }
+            destroy();
+        }
+    }
+
+    /**
+     * The verbs side of one connection: the QP, its registered receive buffers and send staging memory, and the
+     * credits both ways. Event loop only.
+     */
+    private final class Connection implements RdmaByteBuf.ReleaseHook {
+        private final RdmaIoHandler.DeviceQueues queues;
+        private final QueuePair qp;
+        private final int recvSize;
+        private final int recvCount;
+        private final RegisteredRegion recvRegion;
+        private final MemoryRegion recvMr;
+        private final ByteBuffer recvMemory;
+        private final RdmaByteBuf[] recvBufs;
+        private final Runnable[] repostTasks;
+        private final WorkRequestList recvWrs = new WorkRequestList(1, 1);
+        private final int sqDepth;
+        private final int maxSge;
+        private final int maxInline;
+        private final int reservedCqEntries;
+        private final SendBuilder builder = new SendBuilder();
+
+        // set when the peer's handshake is known
+        private int stageSize;
+        private RegisteredRegion stagingRegion;
+        private MemoryRegion stagingMr;
+        private ByteBuffer stagingView;
+        private WorkRequestList sendWrs;
+        private long[] sendRemoveBytes;
+        private int sendCredits;
+        private int peerRecvCount;
+
+        private int sqInUse;
+        private int sqNext;
+        private long unsettledBytes;
+        private int owedData;
+        private int owedCtrl;
+        private long grantedToPeer;
+        private long receivedFromPeer;
+
+        // received, not yet delivered: slot, offset, end (FIN: slot -1)
+        private final int[] pendSlot;
+        private final int[] pendOffset;
+        private final int[] pendEnd;
+        private int pendHead;
+        private int pendCount;
+
+        boolean removing;
+        boolean flushAfterRemove;
+        boolean finSent;
+        boolean finPending;
+        boolean finReceived;
+        boolean closing;
+        boolean failed;
+        boolean peerGone;
+        boolean destroyed;
+        private Future<?> closeTimeout;
+
+        Connection(Handshake knownPeer) throws VerbsException {
+            queues = handler.deviceQueues(id.device());
+            DeviceAttributes limits = id.device().attributes();
+            recvSize = config.getRdmaReceiveBufferSize();
+            recvCount = config.getRdmaReceiveBufferCount();
+            sqDepth = Math.min(limits.maxQpWr(), Math.max(recvCount, knownPeer != null
+                    ? knownPeer.receiveBufferCount : recvCount) + 4);
+            maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
+            maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
+            reservedCqEntries = sqDepth + recvCount;
+            queues.reserve(reservedCqEntries);
+            boolean ok = false;
+            try {
+                recvRegion = new RegisteredRegion(recvSize * recvCount);
+                recvMr = recvRegion.memoryRegion(queues.pd);
+                recvMemory = recvRegion.memory().duplicate();
+                recvBufs = new RdmaByteBuf[recvCount];
+                repostTasks = new Runnable[recvCount];
+                for (int i = 0; i < recvCount; i++) {
+                    recvBufs[i] = RdmaByteBuf.fixed(config.getAllocator(), recvRegion, i * recvSize, recvSize, this, i);
+                    int slot = i;
+                    repostTasks[i] = () -> repost(slot);
+                }
+                pendSlot = new int[recvCount + 1];
+                pendOffset = new int[recvCount + 1];
+                pendEnd = new int[recvCount + 1];
+                qp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount, maxSge, 1,
+                        maxInline, false));
+                for (int i = 0; i < recvCount; i++) {
+                    postRecv(i);
+                }
+                ok = true;
+            } finally {
+                if (!ok) {
+                    queues.release(reservedCqEntries);
+                }
+            }
+            if (knownPeer != null) {
+                peerReady(knownPeer);
+            }
+        }
+
+        ConnectionParameters parameters() {
+            int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
+            return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount), rd, rd, 7, RNR_RETRY);
+        }
+
+        void peerReady(Handshake p) throws VerbsException {
+            if (sendWrs != null) {
+                return;
+            }
+            peerRecvCount = p.receiveBufferCount;
+            sendCredits = Math.min(p.receiveBufferCount, sqDepth);
+            stageSize = p.receiveBufferSize;
+            stagingRegion = new RegisteredRegion(stageSize * sqDepth);
+            stagingMr = stagingRegion.memoryRegion(queues.pd);
+            stagingView = stagingRegion.memory().duplicate();
+            sendWrs = new WorkRequestList(Math.min(sqDepth, 32), maxSge);
+            sendRemoveBytes = new long[sqDepth];
+            grantedToPeer = recvCount;
+        }
+
+        // ---- receive side ----
+
+        private void postRecv(int slot) throws VerbsException {
+            recvWrs.setRecv(0, wrId(slot, true)).addSge(0, recvMr.address() + (long) slot * recvSize, recvSize,
+                    recvMr.lkey());
+            int rc = qp.postRecv(recvWrs, 0, 1);
+            if (rc < 0) {
+                throw new VerbsException("ibv_post_recv", -rc);
+            }
+            counters.workRequestsPosted++;
+            handler.counters().workRequestsPosted++;
+        }
+
+        /** A receive buffer came back (from the application or from a control message): post it again. */
+        private void repost(int slot) {
+            if (destroyed) {
+                return;
+            }
+            try {
+                postRecv(slot);
+            } catch (VerbsException e) {
+                ((RdmaSocketUnsafe) unsafe()).fail(e);
+                return;
+            }
+            owedData++;
+            maybeReturnCredits();
+        }
+
+        @Override
+        public void released(int slot) {
+            if (eventLoop().inEventLoop()) {
+                repost(slot);
+            } else {
+                eventLoop().execute(repostTasks[slot]);
+            }
+        }
+
+        void onRecvCompletion(int slot, int status, int byteLen) {
+            if (status != WcStatus.SUCCESS) {
+                if (status != WcStatus.WR_FLUSH_ERR || (!closing && !peerGone && !failed)) {
+                    ((RdmaSocketUnsafe) unsafe()).fail(new IOException("receive failed: " + WcStatus.name(status)));
+                }
+                return;
+            }
+            counters.completions++;
+            receivedFromPeer++;
+            int base = slot * recvSize;
+            int type = recvMemory.get(base) & 0xff;
+            int credits = recvMemory.getShort(base + 2) & 0xffff;
+            sendCredits += credits;
+            switch (type) {
+                case RdmaProtocol.TYPE_DATA:
+                    counters.messagesReceived++;
+                    counters.bytesReceived += byteLen - RdmaProtocol.HEADER_LENGTH;
+                    handler.counters().messagesReceived++;
+                    handler.counters().bytesReceived += byteLen - RdmaProtocol.HEADER_LENGTH;
+                    if (inputShutdown || finReceived) {
+                        owedCtrl++;
+                        repostQuietly(slot);
+                    } else {
+                        enqueue(slot, RdmaProtocol.HEADER_LENGTH, byteLen);
+                    }
+                    break;
+                case RdmaProtocol.TYPE_FIN:
+                    finReceived = true;
+                    owedCtrl++;
+                    repostQuietly(slot);
+                    enqueue(-1, 0, 0);
+                    break;
+                case RdmaProtocol.TYPE_CREDIT:
+                    owedCtrl++;
+                    repostQuietly(slot);
+                    break;
+                default:
+                    ((RdmaSocketUnsafe) unsafe()).fail(new IOException("protocol error: message type " + type));
+                    return;
+            }
+            handler.touch((RdmaSocketUnsafe) unsafe());
+        }
+
+        private void repostQuietly(int slot) {
+            try {
+                postRecv(slot);
+            } catch (VerbsException e) {
+                ((RdmaSocketUnsafe) unsafe()).fail(e);
+            }
+        }
+
+        private void enqueue(int slot, int offset, int end) {
+            int i = (pendHead + pendCount) % pendSlot.length;
+            pendSlot[i] = slot;
+            pendOffset[i] = offset;
+            pendEnd[i] = end;
+            pendCount++;
+        }
+
+        boolean hasPendingReads() {
+            return pendCount > 0;
+        }
+
+        boolean hasPendingData() {
+            return pendCount > 0 && pendSlot[pendHead] >= 0;
+        }
+
+        boolean finAtHead() {
+            return pendCount > 0 && pendSlot[pendHead] < 0;
+        }
+
+        /**
+         * The next buffer for the pipeline: the receive buffer itself when the allocator's guess covers what is left
+         * of it (no copy; it is re-posted when released), otherwise a copy of as much as the allocated buffer takes.
+         */
+        ByteBuf nextRead(RecvByteBufAllocator.Handle allocHandle) {
+            int slot = pendSlot[pendHead];
+            int offset = pendOffset[pendHead];
+            int end = pendEnd[pendHead];
+            int remaining = end - offset;
+            ByteBuf buf;
+            int n;
+            if (allocHandle.guess() >= remaining) {
+                buf = RdmaByteBufAllocator.trackLeaks(recvBufs[slot].reuse(offset, end));
+                n = remaining;
+                allocHandle.attemptedBytesRead(remaining);
+                dequeue();
+            } else {
+                buf = allocHandle.allocate(config.getAllocator());
+                n = Math.min(buf.writableBytes(), remaining);
+                allocHandle.attemptedBytesRead(buf.writableBytes());
+                recvMemory.limit(slot * recvSize + offset + n).position(slot * recvSize + offset);
+                buf.writeBytes(recvMemory);
+                recvMemory.clear();
+                if (n == remaining) {
+                    dequeue();
+                    owedData++;
+                    repostQuietly(slot);
+                    maybeReturnCredits();
+                } else {
+                    pendOffset[pendHead] = offset + n;
+                }
+            }
+            allocHandle.lastBytesRead(n);
+            allocHandle.incMessagesRead(1);
+            return buf;
+        }
+
+        private void dequeue() {
+            pendHead = (pendHead + 1) % pendSlot.length;
+            pendCount--;
+        }
+
+        /** The FIN is next: every byte before it was delivered. */
+        void onFinReached() {
+            dequeue();
+            RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
+            if (!config.isAllowHalfClosure()) {
+                u.close(u.voidPromise());
+                return;
+            }
+            inputShutdown = true;
+            pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
+            pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
+            if (peerGone || outputShutdown) {
+                u.close(u.voidPromise());
+            }
+        }
+
+        void discardPendingReads() {
+            while (pendCount > 0) {
+                int slot = pendSlot[pendHead];
+                dequeue();
+                if (slot >= 0) {
+                    owedData++;
+                    repostQuietly(slot);
+                }
+            }
+            maybeReturnCredits();
+        }
+
+        void onBatchComplete() {
+            RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
+            if (pendCount > 0 && (u.readPending || config.isAutoRead()) && isOpen()) {
+                u.readLoop();
+            } else if (finAtHead() && isOpen()) {
+                onFinReached(); // nothing buffered before the FIN: tell the pipeline even without a read
+            }
+            if (destroyed) {
+                return;
+            }
+            if (finPending) {
+                sendFin();
+            }
+            ChannelOutboundBuffer out = u.outboundBuffer();
+            if (out != null && !out.isEmpty() && isActive()) {
+                u.flush0();
+            }
+            maybeReturnCredits();
+            if (closing) {
+                maybeFinishClose();
+            }
+        }
+
+        // ---- credits ----
+
+        private int takeOwedCredits() {
+            int n = Math.min(owedData + owedCtrl, RdmaProtocol.MAX_CREDITS_PER_HEADER);
+            int fromData = Math.min(n, owedData);
+            owedData -= fromData;
+            owedCtrl -= n - fromData;
+            grantedToPeer += n;
+            return n;
+        }
+
+        /**
+         * Sends a credit message when enough receive buffers were re-posted, or when the peer may be out of credits;
+         * never for control buffers alone (which would ping-pong), and only with a credit to spend.
+         */
+        void maybeReturnCredits() {
+            if (owedData == 0 || sendWrs == null || destroyed || peerGone || failed) {
+                return;
+            }
+            boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
+            if ((owedData >= Math.max(1, recvCount / 4) || peerStarving) && sendCredits >= 1
+                    && sqInUse < sqDepth) {
+                postControl(RdmaProtocol.TYPE_CREDIT);
+            }
+        }
+
+        // ---- send side ----
+
+        void write(ChannelOutboundBuffer in) throws Exception {
+            if (removing) {
+                flushAfterRemove = true;
+                return;
+            }
+            if (sendWrs == null || closing) {
+                return;
+            }
+            if (unsettledBytes == 0) {
+                in.removeBytes(0); // drops empty buffers at the head
+            }
+            do {
+                builder.start(unsettledBytes);
+                in.forEachFlushedMessage(builder);
+                builder.finish();
+                post(builder.count);
+            } while (builder.listFull);
+            if (builder.creditStall) {
+                counters.creditStalls++;
+                handler.counters().creditStalls++;
+            }
+        }
+
+        private void post(int count) throws IOException {
+            if (count == 0) {
+                return;
+            }
+            int rc = qp.postSend(sendWrs, 0, count);
+            if (rc < 0) {
+                throw new VerbsException("ibv_post_send", -rc, "work request " + sendWrs.badIndex() + " of " + count);
+            }
+            counters.workRequestsPosted += count;
+            handler.counters().workRequestsPosted += count;
+        }
+
+        /** Builds SENDs from the flushed messages after the bytes already posted. Reused; allocates nothing. */
+        private final class SendBuilder implements ChannelOutboundBuffer.MessageProcessor {
+            long skip;
+            int count;
+            boolean listFull;
+            boolean creditStall;
+            private boolean building;
+            private int slot;
+            private int payload;
+            private int copied;
+            private int sges;
+
+            void start(long alreadyPosted) {
+                skip = alreadyPosted;
+                count = 0;
+                listFull = false;
+                creditStall = false;
+                building = false;
+            }
+
+            @Override
+            public boolean processMessage(Object msg) {
+                ByteBuf buf = (ByteBuf) msg;
+                int index = buf.readerIndex();
+                int readable = buf.readableBytes();
+                if (skip >= readable) {
+                    skip -= readable;
+                    return true;
+                }
+                index += (int) skip;
+                readable -= (int) skip;
+                skip = 0;
+                while (readable > 0) {
+                    if (!building && !begin()) {
+                        return false;
+                    }
+                    int room = stageSize - RdmaProtocol.HEADER_LENGTH - payload;
+                    if (room == 0) {
+                        end();
+                        continue;
+                    }
+                    int n = Math.min(room, readable);
+                    RdmaByteBuf registered = n >= config.getZeroCopyThreshold() && sges < maxSge
+                            ? RdmaByteBuf.unwrap(buf) : null;
+                    MemoryRegion mr = registered != null ? memoryRegion(registered) : null;
+                    if (mr != null) {
+                        sendWrs.addSge(count, mr.address() + registered.regionOffset() + index, n, mr.lkey());
+                        sges++;
+                        counters.zeroCopyBytes += n;
+                    } else if (sges == 1) {
+                        int at = slot * stageSize + RdmaProtocol.HEADER_LENGTH + copied;
+                        stagingView.limit(at + n).position(at);
+                        buf.getBytes(index, stagingView);
+                        stagingView.clear();
+                        copied += n;
+                        counters.copies++;
+                        counters.copiedBytes += n;
+                        handler.counters().copies++;
+                        handler.counters().copiedBytes += n;
+                    } else {
+                        end();
+                        continue;
+                    }
+                    payload += n;
+                    index += n;
+                    readable -= n;
+                }
+                return true;
+            }
+
+            /** The buffer's registration in this connection's protection domain, or null to copy instead. */
+            private MemoryRegion memoryRegion(RdmaByteBuf registered) {
+                try {
+                    return registered.region().memoryRegion(queues.pd);
+                } catch (VerbsException e) {
+                    logger.debug("cannot register a buffer's region here; copying it", e);
+                    return null;
+                }
+            }
+
+            private boolean begin() {
+                if (count == sendWrs.capacity()) {
+                    listFull = true;
+                    return false;
+                }
+                if (sendCredits < 2 || sqInUse == sqDepth) {
+                    creditStall = sendCredits < 2;
+                    return false;
+                }
+                slot = sqNext;
+                payload = 0;
+                copied = 0;
+                sges = 1;
+                sendWrs.setSend(count, wrId(slot, false), WrOpcode.SEND, SendFlags.SIGNALED)
+                        .addSge(count, stagingMr.address() + (long) slot * stageSize, RdmaProtocol.HEADER_LENGTH,
+                                stagingMr.lkey());
+                building = true;
+                return true;
+            }
+
+            private void end() {
+                int base = slot * stageSize;
+                stagingView.put(base, (byte) RdmaProtocol.TYPE_DATA);
+                stagingView.put(base + 1, (byte) 0);
+                stagingView.putShort(base + 2, (short) takeOwedCredits());
+                sendWrs.setSge(count, 0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH + copied,
+                        stagingMr.lkey());
+                if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
+                    sendWrs.sendFlags(count, SendFlags.SIGNALED | SendFlags.INLINE);
+                }
+                sendRemoveBytes[slot] = payload;
+                unsettledBytes += payload;
+                sendCredits--;
+                sqInUse++;
+                sqNext = sqNext + 1 == sqDepth ? 0 : sqNext + 1;
+                count++;
+                building = false;
+                counters.messagesSent++;
+                counters.bytesSent += payload;
+                handler.counters().messagesSent++;
+                handler.counters().bytesSent += payload;
+            }
+
+            void finish() {
+                if (building) {
+                    end();
+                }
+            }
+        }
+
+        /** A header-only message (FIN, CREDIT), posted at once. */
+        private void postControl(int type) {
+            int slot = sqNext;
+            int base = slot * stageSize;
+            stagingView.put(base, (byte) type);
+            stagingView.put(base + 1, (byte) 0);
+            stagingView.putShort(base + 2, (short) takeOwedCredits());
+            sendWrs.setSend(0, wrId(slot, false), WrOpcode.SEND, SendFlags.SIGNALED | SendFlags.INLINE)
+                    .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
+            sendRemoveBytes[slot] = 0;
+            sendCredits--;
+            sqInUse++;
+            sqNext = sqNext + 1 == sqDepth ? 0 : sqNext + 1;
+            try {
+                post(1);
+            } catch (IOException e) {
+                ((RdmaSocketUnsafe) unsafe()).fail(e);
+            }
+        }
+
+        /** FIN after everything posted; it waits for a credit beyond the one kept for credit messages. */
+        void sendFin() {
+            if (finSent || sendWrs == null || destroyed || peerGone) {
+                return;
+            }
+            if (sendCredits >= 2 && sqInUse < sqDepth) {
+                finPending = false;
+                finSent = true;
+                postControl(RdmaProtocol.TYPE_FIN);
+            } else {
+                finPending = true;
+            }
+        }
+
+        void onSendCompletion(int slot, int status) {
+            sqInUse--;
+            counters.completions++;
+            if (status != WcStatus.SUCCESS) {
+                if (status != WcStatus.WR_FLUSH_ERR || (!closing && !peerGone && !failed)) {
+                    ((RdmaSocketUnsafe) unsafe()).writeFailed(new IOException("send failed: " + WcStatus.name(status)
+                            + (status == WcStatus.RETRY_EXC_ERR ? " (the peer does not answer: gone or unreachable)"
+                            : "")));
+                }
+                return;
+            }
+            long n = sendRemoveBytes[slot];
+            RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
+            if (n > 0) {
+                ChannelOutboundBuffer out = u.outboundBuffer();
+                if (out != null) {
+                    // removing completes write futures, whose listeners may write, flush or close: those wait until
+                    // the bytes of this send are gone, or the bytes still in flight would be counted wrong
+                    removing = true;
+                    try {
+                        out.removeBytes(n);
+                    } finally {
+                        removing = false;
+                    }
+                }
+                unsettledBytes -= n;
+                if (flushAfterRemove) {
+                    flushAfterRemove = false;
+                    u.flush0();
+                }
+            }
+            handler.touch(u);
+        }
+
+        /** Close: what is posted is taken as written (its futures succeed); the rest Netty fails. */
+        void settleInFlight() {
+            ChannelOutboundBuffer out = ((RdmaSocketUnsafe) unsafe()).outboundBuffer();
+            if (out != null && unsettledBytes > 0) {
+                out.removeBytes(unsettledBytes);
+            }
+            unsettledBytes = 0;
+            if (sendRemoveBytes != null) {
+                java.util.Arrays.fill(sendRemoveBytes, 0);
+            }
+        }
+
+        void closeGracefully() {
+            closing = true;
+            sendFin();
+            int timeoutMillis = config.getCloseTimeoutMillis();
+            closeTimeout = eventLoop().schedule(() -> {
+                if (!destroyed) {
+                    ((RdmaSocketUnsafe) unsafe()).abort();
+                }
+            }, timeoutMillis, TimeUnit.MILLISECONDS);
+            maybeFinishClose();
+        }
+
+        /** FIN sent and every send completed: disconnect (the peer has all our data). */
+        void maybeFinishClose() {
+            if (finSent && sqInUse == 0 && !destroyed) {
+                ((RdmaSocketUnsafe) unsafe()).abort();
+            }
+        }
+
+        void destroy() {
+            if (destroyed) {
+                return;
+            }
+            destroyed = true;
+            if (closeTimeout != null) {
+                closeTimeout.cancel(false);
+            }
+            try {
+                qp.close();
+            } catch (VerbsException e) {
+                logger.debug("destroying the QP failed", e);
+            }
+            queues.release(reservedCqEntries);
+            // buffers the application still holds stay valid Java memory; only the registrations go
+            pendCount = 0;
+            recvRegion.close();
+            if (stagingRegion != null) {
+                stagingRegion.close();
+            }
+        }
+    }
+}

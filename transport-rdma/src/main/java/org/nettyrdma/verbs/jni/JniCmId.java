@@ -1,0 +1,373 @@
+package org.nettyrdma.verbs.jni;
+
+import org.nettyrdma.verbs.CmEventChannel;
+import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.ConnectionParameters;
+import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.DeviceAttributes;
+import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.QpInitAttributes;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.VerbsException;
+
+import java.net.Inet6Address;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Arrays;
+
+/** {@code rdma_cm_id} of port space TCP. Results of the asynchronous verbs arrive on its event channel. */
+final class JniCmId implements CmId {
+    private final JniProvider provider;
+    private final long handle;
+    private JniCmEventChannel channel;
+    private volatile Object context;
+    private JniDevice device;
+    private JniQueuePair qp;
+    private boolean connected;
+    private boolean closed;
+
+    JniCmId(JniProvider provider, JniCmEventChannel channel, long handle, Object context) {
+        this.provider = provider;
+        this.channel = channel;
+        this.handle = handle;
+        this.context = context;
+    }
+
+    long handle() {
+        return handle;
+    }
+
+    @Override
+    public Object context() {
+        return context;
+    }
+
+    @Override
+    public void context(Object context) {
+        this.context = context;
+    }
+
+    @Override
+    public synchronized Device device() {
+        if (device == null && !closed) {
+            long verbs = Native.idVerbs(handle);
+            if (verbs != 0) {
+                try {
+                    device = provider.deviceFor(verbs);
+                } catch (VerbsException e) {
+                    return null;
+                }
+            }
+        }
+        return device;
+    }
+
+    private void checkOpen(String verb) throws VerbsException {
+        if (closed) {
+            throw new VerbsException(verb, Errno.EBADF, "CM id closed");
+        }
+    }
+
+    private static VerbsException failure(String verb, int rc, Object detail) {
+        return new VerbsException(verb, -rc, detail == null ? null : detail.toString());
+    }
+
+    @Override
+    public synchronized void bind(InetSocketAddress address) throws VerbsException {
+        checkOpen("rdma_bind_addr");
+        InetAddress ip = address.getAddress();
+        if (ip == null) {
+            throw new VerbsException("rdma_bind_addr", Errno.EADDRNOTAVAIL, "unresolved " + address);
+        }
+        int rc = Native.bindAddr(handle, ip.getAddress(), address.getPort(), scopeId(ip));
+        if (rc == -Errno.ENODEV) {
+            // the kernel says ENODEV when an interface has the address but no RDMA device is on it
+            throw new VerbsException("rdma_bind_addr", Errno.EADDRNOTAVAIL, address + " is not an address of an "
+                    + "RDMA device (ENODEV)");
+        }
+        if (rc < 0) {
+            throw failure("rdma_bind_addr", rc, address);
+        }
+    }
+
+    @Override
+    public synchronized void listen(int backlog) throws VerbsException {
+        checkOpen("rdma_listen");
+        int rc = Native.listen(handle, backlog);
+        if (rc < 0) {
+            throw failure("rdma_listen", rc, localAddress());
+        }
+    }
+
+    @Override
+    public synchronized void resolveAddress(InetSocketAddress source, InetSocketAddress destination, int timeoutMs)
+            throws VerbsException {
+        checkOpen("rdma_resolve_addr");
+        InetAddress dst = destination.getAddress();
+        InetAddress src = source == null ? null : source.getAddress();
+        if (dst == null || (source != null && src == null)) {
+            throw new VerbsException("rdma_resolve_addr", Errno.EINVAL, "unresolved " + (dst == null ? destination
+                    : source));
+        }
+        int rc = Native.resolveAddr(handle, src == null ? null : src.getAddress(), source == null ? 0
+                : source.getPort(), src == null ? 0 : scopeId(src), dst.getAddress(), destination.getPort(),
+                scopeId(dst), timeoutMs);
+        if (rc < 0) {
+            throw failure("rdma_resolve_addr", rc, destination);
+        }
+    }
+
+    @Override
+    public synchronized void resolveRoute(int timeoutMs) throws VerbsException {
+        checkOpen("rdma_resolve_route");
+        int rc = Native.resolveRoute(handle, timeoutMs);
+        if (rc < 0) {
+            throw failure("rdma_resolve_route", rc, remoteAddress());
+        }
+    }
+
+    @Override
+    public synchronized QueuePair createQp(ProtectionDomain pd, QpInitAttributes attributes) throws VerbsException {
+        checkOpen("rdma_create_qp");
+        JniDevice d = (JniDevice) device();
+        if (d == null || qp != null) {
+            throw new VerbsException("rdma_create_qp", Errno.EINVAL,
+                    d == null ? "id has no device yet (resolve or bind first)" : "id already has a QP");
+        }
+        if (!(pd instanceof JniProtectionDomain) || ((JniProtectionDomain) pd).jniDevice() != d
+                || !(attributes.sendCq() instanceof JniCompletionQueue)
+                || !(attributes.recvCq() instanceof JniCompletionQueue)
+                || ((JniCompletionQueue) attributes.sendCq()).jniDevice() != d
+                || ((JniCompletionQueue) attributes.recvCq()).jniDevice() != d) {
+            throw new VerbsException("rdma_create_qp", Errno.EINVAL,
+                    "protection domain and completion queues must be of the id's device " + d.name());
+        }
+        DeviceAttributes limits = d.attributes();
+        if (attributes.maxSendWr() < 1 || attributes.maxSendWr() > limits.maxQpWr()
+                || attributes.maxRecvWr() < 1 || attributes.maxRecvWr() > limits.maxQpWr()
+                || attributes.maxSendSge() < 0 || attributes.maxSendSge() > limits.maxSge()
+                || attributes.maxRecvSge() < 0 || attributes.maxRecvSge() > limits.maxSge()
+                || attributes.maxInlineData() < 0 || attributes.maxInlineData() > limits.maxInlineData()) {
+            throw new VerbsException("rdma_create_qp", Errno.EINVAL, attributes + " exceeds " + limits);
+        }
+        JniProtectionDomain jpd = (JniProtectionDomain) pd;
+        JniCompletionQueue scq = (JniCompletionQueue) attributes.sendCq();
+        JniCompletionQueue rcq = (JniCompletionQueue) attributes.recvCq();
+        jpd.use("rdma_create_qp");
+        int[] caps = new int[Native.CAP_COUNT];
+        long h = Native.createQp(handle, jpd.handle(), scq.handle(), rcq.handle(), attributes.maxSendWr(),
+                attributes.maxRecvWr(), attributes.maxSendSge(), attributes.maxRecvSge(), attributes.maxInlineData(),
+                attributes.signalAll(), caps);
+        if (h < 0) {
+            jpd.release();
+            throw new VerbsException("rdma_create_qp", (int) -h, attributes + " on " + d.name());
+        }
+        QpInitAttributes granted = new QpInitAttributes(scq, rcq, caps[Native.CAP_MAX_SEND_WR],
+                caps[Native.CAP_MAX_RECV_WR], caps[Native.CAP_MAX_SEND_SGE], caps[Native.CAP_MAX_RECV_SGE],
+                caps[Native.CAP_MAX_INLINE], attributes.signalAll());
+        JniQueuePair created = new JniQueuePair(this, h, jpd, scq, rcq, granted, caps[Native.CAP_QP_NUM]);
+        try {
+            scq.attach(created, "rdma_create_qp");
+            try {
+                rcq.attach(created, "rdma_create_qp");
+            } catch (VerbsException e) {
+                scq.detach(created);
+                throw e;
+            }
+        } catch (VerbsException e) {
+            Native.destroyQp(h);
+            jpd.release();
+            throw e;
+        }
+        qp = created;
+        return created;
+    }
+
+    @Override
+    public synchronized QueuePair qp() {
+        return qp;
+    }
+
+    synchronized void onQpClosed(JniQueuePair closedQp) {
+        if (qp == closedQp) {
+            qp = null;
+        }
+    }
+
+    @Override
+    public synchronized void connect(ConnectionParameters parameters) throws VerbsException {
+        checkOpen("rdma_connect");
+        if (qp == null) {
+            throw new VerbsException("rdma_connect", Errno.EINVAL, "create the QP before connecting");
+        }
+        if (parameters.privateDataLength() > ConnectionParameters.MAX_CONNECT_PRIVATE_DATA) {
+            throw new VerbsException("rdma_connect", Errno.EINVAL, parameters.privateDataLength()
+                    + " bytes of private data, at most " + ConnectionParameters.MAX_CONNECT_PRIVATE_DATA);
+        }
+        int rc = Native.connect(handle, parameters.privateData(), u8(parameters.responderResources()),
+                u8(parameters.initiatorDepth()), retries(parameters.retryCount()),
+                retries(parameters.rnrRetryCount()));
+        // soft-iWARP connects the TCP socket inside rdma_connect: its refusal or timeout is the event that follows
+        if (rc == -Errno.ECONNREFUSED) {
+            channel.post(CmEventType.REJECTED, this, rc);
+        } else if (rc == -Errno.ETIMEDOUT || rc == -Errno.EHOSTUNREACH || rc == -Errno.ENETUNREACH) {
+            channel.post(CmEventType.UNREACHABLE, this, rc);
+        } else if (rc < 0) {
+            throw failure("rdma_connect", rc, remoteAddress());
+        }
+    }
+
+    @Override
+    public synchronized void accept(ConnectionParameters parameters) throws VerbsException {
+        checkOpen("rdma_accept");
+        if (qp == null) {
+            throw new VerbsException("rdma_accept", Errno.EINVAL, "create the QP before accepting");
+        }
+        if (parameters.privateDataLength() > ConnectionParameters.MAX_ACCEPT_PRIVATE_DATA) {
+            throw new VerbsException("rdma_accept", Errno.EINVAL, parameters.privateDataLength()
+                    + " bytes of private data, at most " + ConnectionParameters.MAX_ACCEPT_PRIVATE_DATA);
+        }
+        int rc = Native.accept(handle, parameters.privateData(), u8(parameters.responderResources()),
+                u8(parameters.initiatorDepth()), retries(parameters.retryCount()),
+                retries(parameters.rnrRetryCount()));
+        if (rc < 0) {
+            throw failure("rdma_accept", rc, remoteAddress());
+        }
+        connected = true;
+        qp.connected();
+    }
+
+    @Override
+    public synchronized void reject(byte[] privateData) throws VerbsException {
+        checkOpen("rdma_reject");
+        byte[] data = privateData == null ? new byte[0] : privateData;
+        if (data.length > ConnectionParameters.MAX_REJECT_PRIVATE_DATA) {
+            throw new VerbsException("rdma_reject", Errno.EINVAL, data.length
+                    + " bytes of private data, at most " + ConnectionParameters.MAX_REJECT_PRIVATE_DATA);
+        }
+        int rc = Native.reject(handle, data);
+        if (rc < 0) {
+            throw failure("rdma_reject", rc, remoteAddress());
+        }
+    }
+
+    @Override
+    public synchronized void disconnect() throws VerbsException {
+        checkOpen("rdma_disconnect");
+        int rc = Native.disconnect(handle);
+        if (rc < 0) {
+            throw failure("rdma_disconnect", rc, remoteAddress());
+        }
+        connected = false;
+        if (qp != null) {
+            qp.flush(); // iWARP's rdma_disconnect only drains the QP (SQD); the SPI flushes it, as IB's does
+        }
+    }
+
+    /** State the SPI needs from the events: a connection that is established may send; one that ended may not. */
+    synchronized void onEvent(CmEventType type) {
+        if (type == CmEventType.ESTABLISHED) {
+            connected = true;
+            if (qp != null) {
+                qp.connected();
+            }
+        } else if (type == CmEventType.DISCONNECTED) {
+            connected = false;
+        }
+    }
+
+    @Override
+    public synchronized void migrate(CmEventChannel newChannel) throws VerbsException {
+        if (!(newChannel instanceof JniCmEventChannel)) {
+            throw new VerbsException("rdma_migrate_id", Errno.EINVAL, "event channel of another provider");
+        }
+        checkOpen("rdma_migrate_id");
+        JniCmEventChannel target = (JniCmEventChannel) newChannel;
+        target.attach("rdma_migrate_id");
+        int rc = Native.migrateId(handle, target.handle());
+        if (rc < 0) {
+            target.detach();
+            throw failure("rdma_migrate_id", rc, null);
+        }
+        channel.detach();
+        channel = target;
+    }
+
+    @Override
+    public synchronized InetSocketAddress localAddress() {
+        return address(true);
+    }
+
+    @Override
+    public synchronized InetSocketAddress remoteAddress() {
+        return address(false);
+    }
+
+    private InetSocketAddress address(boolean local) {
+        if (closed) {
+            return null;
+        }
+        byte[] raw = new byte[Native.ADDRESS_BYTES];
+        int version = Native.idAddress(handle, local, raw);
+        if (version == 0) {
+            return null;
+        }
+        int port = (raw[0] & 0xff) << 8 | (raw[1] & 0xff);
+        try {
+            if (version == 4) {
+                return new InetSocketAddress(InetAddress.getByAddress(Arrays.copyOfRange(raw, 2, 6)), port);
+            }
+            int scope = ByteBuffer.wrap(raw, 18, 4).order(ByteOrder.nativeOrder()).getInt();
+            byte[] ip = Arrays.copyOfRange(raw, 2, 18);
+            InetAddress address = scope != 0 ? Inet6Address.getByAddress(null, ip, scope)
+                    : InetAddress.getByAddress(ip);
+            return new InetSocketAddress(address, port);
+        } catch (UnknownHostException e) {
+            return null; // not for 4 or 16 bytes
+        }
+    }
+
+    private static int scopeId(InetAddress ip) {
+        return ip instanceof Inet6Address ? ((Inet6Address) ip).getScopeId() : 0;
+    }
+
+    private static int u8(int value) {
+        return Math.max(0, Math.min(255, value));
+    }
+
+    private static int retries(int value) {
+        return Math.max(0, Math.min(7, value));
+    }
+
+    /** Destroys the QP (disconnecting first if connected) and the id. Idempotent. */
+    @Override
+    public synchronized void close() throws VerbsException {
+        if (closed) {
+            return;
+        }
+        if (connected) {
+            Native.disconnect(handle); // the peer gets DISCONNECTED
+            connected = false;
+        }
+        if (qp != null) {
+            qp.close();
+        }
+        provider.forget(this);
+        int rc = Native.destroyId(handle);
+        closed = true;
+        channel.detach();
+        if (rc < 0) {
+            throw failure("rdma_destroy_id", rc, null);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "cm id " + (closed ? "(closed)" : localAddress() + " -> " + remoteAddress());
+    }
+}

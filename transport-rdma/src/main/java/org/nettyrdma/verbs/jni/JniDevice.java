@@ -1,0 +1,98 @@
+package org.nettyrdma.verbs.jni;
+
+import org.nettyrdma.verbs.CompletionChannel;
+import org.nettyrdma.verbs.CompletionQueue;
+import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.DeviceAttributes;
+import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.VerbsException;
+
+/** An RDMA device: one of librdmacm's device contexts ({@code ibv_context}), shared by the whole process. */
+final class JniDevice implements Device {
+    private final JniProvider provider;
+    private final long context;
+    private final String name;
+    private final DeviceAttributes attributes;
+
+    JniDevice(JniProvider provider, long context) throws VerbsException {
+        this.provider = provider;
+        this.context = context;
+        this.name = Native.deviceName(context);
+        long[] a = new long[Native.ATTR_COUNT];
+        Native.queryDevice(context, a);
+        this.attributes = new DeviceAttributes(DeviceAttributes.Transport.values()[(int) a[Native.ATTR_TRANSPORT]],
+                (int) a[Native.ATTR_MAX_QP], (int) a[Native.ATTR_MAX_QP_WR], (int) a[Native.ATTR_MAX_SGE],
+                (int) a[Native.ATTR_MAX_INLINE_DATA], (int) a[Native.ATTR_MAX_CQE], (int) a[Native.ATTR_MAX_MR],
+                a[Native.ATTR_MAX_MR_SIZE], (int) a[Native.ATTR_MAX_QP_RD_ATOM]);
+    }
+
+    JniProvider provider() {
+        return provider;
+    }
+
+    long context() {
+        return context;
+    }
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public DeviceAttributes attributes() {
+        return attributes;
+    }
+
+    @Override
+    public ProtectionDomain allocPd() throws VerbsException {
+        provider.checkOpen("ibv_alloc_pd");
+        long handle = Native.allocPd(context);
+        if (handle < 0) {
+            throw new VerbsException("ibv_alloc_pd", (int) -handle, name);
+        }
+        return new JniProtectionDomain(this, handle);
+    }
+
+    @Override
+    public CompletionChannel createCompletionChannel() throws VerbsException {
+        provider.checkOpen("ibv_create_comp_channel");
+        long handle = Native.createCompChannel(context);
+        if (handle < 0) {
+            throw new VerbsException("ibv_create_comp_channel", (int) -handle, name);
+        }
+        return new JniCompletionChannel(this, handle);
+    }
+
+    @Override
+    public CompletionQueue createCq(int cqe, CompletionChannel channel) throws VerbsException {
+        provider.checkOpen("ibv_create_cq");
+        if (cqe < 1 || cqe > attributes.maxCqe()) {
+            throw new VerbsException("ibv_create_cq", Errno.EINVAL,
+                    "cqe " + cqe + " outside 1.." + attributes.maxCqe() + " of " + name);
+        }
+        JniCompletionChannel c = null;
+        if (channel != null) {
+            if (!(channel instanceof JniCompletionChannel) || ((JniCompletionChannel) channel).device() != this) {
+                throw new VerbsException("ibv_create_cq", Errno.EINVAL, "completion channel of another device");
+            }
+            c = (JniCompletionChannel) channel;
+            c.checkOpen("ibv_create_cq");
+        }
+        long handle = Native.createCq(context, cqe, c == null ? 0 : c.handle());
+        if (handle < 0) {
+            throw new VerbsException("ibv_create_cq", (int) -handle, "cqe " + cqe + " on " + name);
+        }
+        JniCompletionQueue cq = new JniCompletionQueue(this, handle, c);
+        if (c != null) {
+            c.add(cq);
+        }
+        return cq;
+    }
+
+    @Override
+    public String toString() {
+        return name + '(' + attributes.transport() + ')';
+    }
+}

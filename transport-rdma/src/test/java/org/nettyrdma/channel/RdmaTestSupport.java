@@ -1,0 +1,541 @@
+package org.nettyrdma.channel;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.CompositeByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandler;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.SingleThreadEventLoop;
+import io.netty.util.ReferenceCountUtil;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import io.netty.util.concurrent.EventExecutor;
+import io.netty.util.concurrent.Future;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.List;
+import java.util.Queue;
+import java.util.Random;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
+import java.util.zip.CRC32C;
+
+/**
+ * Shared fixture of the RdmaTransport*Test classes: event loop groups on the emulated provider, bootstraps, a
+ * deterministic byte stream (so that every received byte can be checked against where it belongs), a back-pressured
+ * stream writer and a checking stream reader, and bounded waits that fail with a description of the state.
+ */
+final class RdmaTestSupport {
+    /** Where servers bind: the emulated fabric's device owns loopback. */
+    static final InetSocketAddress LOOPBACK_ANY_PORT = new InetSocketAddress("127.0.0.1", 0);
+
+    private RdmaTestSupport() {
+    }
+
+    static RdmaIoHandlerConfig emulatedConfig() {
+        return new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED).setBusyPollNanos(0);
+    }
+
+    /** A group of RDMA event loops on the emulated provider. */
+    static MultiThreadIoEventLoopGroup newGroup(int threads, String name) {
+        return newGroup(threads, name, null);
+    }
+
+    /** As {@link #newGroup(int, String)}, and adds each loop's {@link RdmaIoHandler} to {@code handlers}. */
+    static MultiThreadIoEventLoopGroup newGroup(int threads, String name, List<RdmaIoHandler> handlers) {
+        IoHandlerFactory factory = RdmaIoHandler.newFactory(emulatedConfig());
+        IoHandlerFactory capturing = executor -> {
+            IoHandler h = factory.newHandler(executor);
+            if (handlers != null) {
+                handlers.add((RdmaIoHandler) h);
+            }
+            return h;
+        };
+        return new MultiThreadIoEventLoopGroup(threads, new DefaultThreadFactory(name, true), capturing);
+    }
+
+    static void shutdown(EventLoopGroup... groups) throws InterruptedException {
+        for (EventLoopGroup g : groups) {
+            if (g != null) {
+                g.shutdownGracefully(0, 5, TimeUnit.SECONDS);
+            }
+        }
+        for (EventLoopGroup g : groups) {
+            if (g != null && !g.terminationFuture().await(15, TimeUnit.SECONDS)) {
+                throw new AssertionError("event loop group did not terminate within 15 s");
+            }
+        }
+    }
+
+    static ServerBootstrap serverBootstrap(EventLoopGroup parent, EventLoopGroup child) {
+        return new ServerBootstrap().group(parent, child).channel(RdmaServerSocketChannel.class);
+    }
+
+    static Bootstrap clientBootstrap(EventLoopGroup group) {
+        return new Bootstrap().group(group).channel(RdmaSocketChannel.class);
+    }
+
+    /** Channels registered on the loops of {@code group} (Netty counts them in its registration wrapper). */
+    static int registeredChannels(EventLoopGroup group) {
+        int n = 0;
+        for (EventExecutor e : group) {
+            n += ((SingleThreadEventLoop) e).registeredChannels();
+        }
+        return n;
+    }
+
+    /** Waits for {@code future}; a hang fails the test with {@code what} and the state described by {@code state}. */
+    static <T> T await(Future<T> future, long timeoutMillis, String what, Supplier<String> state)
+            throws InterruptedException {
+        if (!future.await(timeoutMillis, TimeUnit.MILLISECONDS)) {
+            throw new AssertionError(what + ": not done within " + timeoutMillis + " ms; " + state.get());
+        }
+        if (!future.isSuccess()) {
+            throw new AssertionError(what + " failed; " + state.get(), future.cause());
+        }
+        return future.getNow();
+    }
+
+    static <T> T await(CompletableFuture<T> future, long timeoutMillis, String what, Supplier<String> state)
+            throws InterruptedException {
+        try {
+            return future.get(timeoutMillis, TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            throw new AssertionError(what + ": not done within " + timeoutMillis + " ms; " + state.get());
+        } catch (ExecutionException e) {
+            throw new AssertionError(what + " failed; " + state.get(), e.getCause());
+        }
+    }
+
+    /**
+     * Polls {@code condition} until it holds. The deadline only turns a hang into a failure that says what did not
+     * happen; it is far above what the condition needs.
+     */
+    static void awaitCondition(String what, BooleanSupplier condition, long timeoutMillis, Supplier<String> state)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() - deadline > 0) {
+                throw new AssertionError(what + ": not reached within " + timeoutMillis + " ms; " + state.get());
+            }
+            Thread.sleep(1);
+        }
+    }
+
+    /** Runs {@code task} on {@code channel}'s event loop and returns its result. */
+    static <T> T onLoop(Channel channel, Callable<T> task) throws Exception {
+        return channel.eventLoop().submit(task).get(10, TimeUnit.SECONDS);
+    }
+
+    /** Bytes in the channel's outbound buffer (written, not yet acknowledged by a send completion); -1 when gone. */
+    static long pendingWriteBytes(Channel channel) {
+        ChannelOutboundBuffer out = channel.unsafe().outboundBuffer();
+        return out == null ? -1 : out.totalPendingWriteBytes();
+    }
+
+    /** CRC32C over the readable bytes of {@code buf}, without changing its indices. */
+    static void crc(CRC32C crc, ByteBuf buf) {
+        if (!buf.isReadable()) {
+            return;
+        }
+        for (ByteBuffer b : buf.nioBuffers(buf.readerIndex(), buf.readableBytes())) {
+            crc.update(b);
+        }
+    }
+
+    static String describe(Throwable t) {
+        return t == null ? "null" : t.getClass().getName() + ": " + t.getMessage();
+    }
+
+    /**
+     * A deterministic byte stream: byte {@code i} of the stream is {@code table[i % period]} with a random table whose
+     * length is odd and prime-ish, so that shifted, dropped, duplicated or reordered chunks never compare equal by
+     * accident. Reads and writes work chunk-wise on NIO views (one call per buffer, cheap under paranoid leak
+     * detection).
+     */
+    static final class Pattern {
+        final int period;
+        final int maxChunk;
+        private final byte[] table;
+
+        Pattern(long seed, int period, int maxChunk) {
+            this.period = period;
+            this.maxChunk = maxChunk;
+            table = new byte[period + maxChunk];
+            byte[] first = new byte[period];
+            new Random(seed).nextBytes(first);
+            for (int i = 0; i < table.length; i++) {
+                table[i] = first[i % period];
+            }
+        }
+
+        static Pattern standard() {
+            return new Pattern(0x5EED_0001L, (1 << 20) + 7, 1 << 20);
+        }
+
+        private int at(long streamOffset) {
+            return (int) (streamOffset % period);
+        }
+
+        /** Appends stream bytes {@code [streamOffset, streamOffset + len)} to {@code dst}. */
+        void writeTo(ByteBuf dst, long streamOffset, int len) {
+            while (len > 0) {
+                int n = Math.min(len, maxChunk);
+                dst.writeBytes(table, at(streamOffset), n);
+                streamOffset += n;
+                len -= n;
+            }
+        }
+
+        byte[] bytes(long streamOffset, int len) {
+            byte[] b = new byte[len];
+            for (int done = 0; done < len; ) {
+                int n = Math.min(len - done, maxChunk);
+                System.arraycopy(table, at(streamOffset + done), b, done, n);
+                done += n;
+            }
+            return b;
+        }
+
+        /**
+         * Whether the readable bytes of {@code buf} are the stream's bytes at {@code streamOffset}: -1 if they are,
+         * else the index (relative to the readable bytes) of the first byte that differs.
+         */
+        long mismatch(ByteBuf buf, long streamOffset) {
+            if (!buf.isReadable()) {
+                return -1;
+            }
+            long done = 0;
+            for (ByteBuffer b : buf.nioBuffers(buf.readerIndex(), buf.readableBytes())) {
+                int len = b.remaining();
+                int base = b.position();
+                for (int p = 0; p < len; ) {
+                    int n = Math.min(len - p, maxChunk);
+                    ByteBuffer got = b.slice(base + p, n);
+                    ByteBuffer want = ByteBuffer.wrap(table, at(streamOffset + done), n);
+                    int m = got.mismatch(want);
+                    if (m >= 0) {
+                        return done + m;
+                    }
+                    p += n;
+                    done += n;
+                }
+            }
+            return -1;
+        }
+    }
+
+    /** The kinds of buffer a {@link StreamWriter} writes. */
+    enum Kind {
+        /** An unpooled heap buffer whose readable bytes start after a few bytes of garbage. */
+        HEAP,
+        /** An unpooled (unregistered) direct buffer. */
+        DIRECT,
+        /** A composite of heap, direct and registered components. */
+        COMPOSITE,
+        /** A buffer of {@link RdmaByteBufAllocator#DEFAULT} (registered memory). */
+        REGISTERED,
+        /** A retained slice in the middle of a registered buffer. */
+        REGISTERED_SLICE
+    }
+
+    /** Picks the sizes and kinds of the writes of a stream. */
+    interface WritePlan {
+        int nextSize(Random random);
+
+        Kind nextKind(Random random);
+    }
+
+    /** Sizes from 1 B to {@code max}, spread over four decades, and every kind of buffer. */
+    static WritePlan mixedPlan(int max) {
+        return new WritePlan() {
+            @Override
+            public int nextSize(Random r) {
+                switch (r.nextInt(4)) {
+                    case 0:
+                        return 1 + r.nextInt(Math.min(64, max));
+                    case 1:
+                        return 1 + r.nextInt(Math.min(4096, max));
+                    case 2:
+                        return 1 + r.nextInt(Math.min(65536, max));
+                    default:
+                        return 1 + r.nextInt(max);
+                }
+            }
+
+            @Override
+            public Kind nextKind(Random r) {
+                return Kind.values()[r.nextInt(Kind.values().length)];
+            }
+        };
+    }
+
+    static WritePlan fixedPlan(int size, Kind kind) {
+        return new WritePlan() {
+            @Override
+            public int nextSize(Random random) {
+                return size;
+            }
+
+            @Override
+            public Kind nextKind(Random random) {
+                return kind;
+            }
+        };
+    }
+
+    /** A buffer of {@code kind} holding stream bytes {@code [offset, offset + size)}. */
+    static ByteBuf newBuffer(Kind kind, Pattern pattern, long offset, int size, Random r) {
+        switch (kind) {
+            case HEAP: {
+                int pad = r.nextInt(16);
+                ByteBuf b = Unpooled.buffer(pad + size);
+                b.writeZero(pad);
+                b.skipBytes(pad);
+                pattern.writeTo(b, offset, size);
+                return b;
+            }
+            case DIRECT: {
+                ByteBuf b = Unpooled.directBuffer(size);
+                pattern.writeTo(b, offset, size);
+                return b;
+            }
+            case COMPOSITE: {
+                CompositeByteBuf c = Unpooled.compositeBuffer();
+                int parts = size < 3 ? 1 : 1 + r.nextInt(3);
+                int done = 0;
+                for (int i = 0; i < parts; i++) {
+                    int n = i == parts - 1 ? size - done : 1 + r.nextInt(size - done - (parts - 1 - i));
+                    Kind k = new Kind[] {Kind.HEAP, Kind.DIRECT, Kind.REGISTERED}[r.nextInt(3)];
+                    c.addComponent(true, newBuffer(k, pattern, offset + done, n, r));
+                    done += n;
+                }
+                return c;
+            }
+            case REGISTERED: {
+                ByteBuf b = RdmaByteBufAllocator.DEFAULT.directBuffer(size);
+                pattern.writeTo(b, offset, size);
+                return b;
+            }
+            case REGISTERED_SLICE: {
+                int pad = 1 + r.nextInt(64);
+                ByteBuf whole = RdmaByteBufAllocator.DEFAULT.directBuffer(pad + size + pad);
+                whole.writeZero(pad);
+                pattern.writeTo(whole, offset, size);
+                whole.writeZero(pad);
+                ByteBuf slice = whole.retainedSlice(pad, size);
+                whole.release();
+                return slice;
+            }
+            default:
+                throw new AssertionError(kind);
+        }
+    }
+
+    /**
+     * Writes {@code total} bytes of a {@link Pattern} stream with back-pressure: only while the channel is writable,
+     * resuming in {@code channelWritabilityChanged}. Keeps a CRC32C of what it handed to the channel. {@link #done}
+     * completes when every write's future has succeeded (or fails with the first write's failure).
+     */
+    static class StreamWriter extends ChannelInboundHandlerAdapter {
+        final long total;
+        final Pattern pattern;
+        final WritePlan plan;
+        final Random random;
+        final CRC32C crc = new CRC32C();
+        final CompletableFuture<Void> done = new CompletableFuture<>();
+        final Queue<Throwable> exceptions = new ConcurrentLinkedQueue<>();
+        final AtomicLong succeededWrites = new AtomicLong();
+        volatile long written;
+        volatile long writes;
+        volatile long writabilityChanges;
+        private final ChannelFutureListener writeListener = f -> {
+            if (f.isSuccess()) {
+                succeededWrites.incrementAndGet();
+                if (written == total && succeededWrites.get() == writes) {
+                    done.complete(null);
+                }
+            } else {
+                done.completeExceptionally(new AssertionError("a write failed after " + succeededWrites.get()
+                        + " writes succeeded", f.cause()));
+            }
+        };
+
+        StreamWriter(long total, Pattern pattern, WritePlan plan, long seed) {
+            this.total = total;
+            this.pattern = pattern;
+            this.plan = plan;
+            this.random = new Random(seed);
+        }
+
+        @Override
+        public void channelActive(ChannelHandlerContext ctx) throws Exception {
+            writeMore(ctx);
+            super.channelActive(ctx);
+        }
+
+        @Override
+        public void channelWritabilityChanged(ChannelHandlerContext ctx) throws Exception {
+            writabilityChanges++;
+            if (ctx.channel().isWritable()) {
+                writeMore(ctx);
+            }
+            super.channelWritabilityChanged(ctx);
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            exceptions.add(cause);
+            done.completeExceptionally(cause);
+        }
+
+        void writeMore(ChannelHandlerContext ctx) {
+            boolean wrote = false;
+            while (written < total && ctx.channel().isWritable()) {
+                int size = (int) Math.min(plan.nextSize(random), total - written);
+                ByteBuf buf = newBuffer(plan.nextKind(random), pattern, written, size, random);
+                crc(crc, buf);
+                written += size;
+                writes++;
+                ctx.write(buf).addListener(writeListener);
+                wrote = true;
+            }
+            if (wrote) {
+                ctx.flush();
+            }
+        }
+
+        String state() {
+            return "writer{written=" + written + "/" + total + ", writes=" + writes + ", succeeded="
+                    + succeededWrites.get() + ", writabilityChanges=" + writabilityChanges + ", exceptions="
+                    + exceptions + '}';
+        }
+    }
+
+    /**
+     * Reads a {@link Pattern} stream: checks every byte against its place in the stream, keeps a CRC32C and the count,
+     * and releases what it reads. {@link #done} completes when {@code expected} bytes have arrived; more bytes, a
+     * wrong byte or an exception fail it.
+     */
+    static class StreamReader extends ChannelInboundHandlerAdapter {
+        volatile long expected;
+        final Pattern pattern;
+        final CRC32C crc = new CRC32C();
+        final CompletableFuture<Long> done = new CompletableFuture<>();
+        final Queue<Throwable> exceptions = new ConcurrentLinkedQueue<>();
+        final List<String> events = new CopyOnWriteArrayList<>();
+        volatile long received;
+        volatile long reads;
+
+        StreamReader(long expected, Pattern pattern) {
+            this.expected = expected;
+            this.pattern = pattern;
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf buf = (ByteBuf) msg;
+            try {
+                int n = buf.readableBytes();
+                reads++;
+                if (received + n > expected) {
+                    done.completeExceptionally(new AssertionError("received " + (received + n) + " bytes, more than "
+                            + expected));
+                }
+                long m = pattern.mismatch(buf, received);
+                if (m >= 0) {
+                    done.completeExceptionally(new AssertionError("wrong byte at stream offset " + (received + m)
+                            + " (read #" + reads + " of " + n + " bytes at offset " + received + ")"));
+                }
+                crc(crc, buf);
+                received += n;
+                if (received == expected) {
+                    done.complete(received);
+                }
+            } finally {
+                ReferenceCountUtil.release(buf);
+            }
+            onRead(ctx, buf);
+        }
+
+        /** Sets how many bytes are expected, once known; call it on the channel's event loop. */
+        void expect(long expected) {
+            this.expected = expected;
+            if (received > expected) {
+                done.completeExceptionally(new AssertionError("received " + received + " bytes, more than " + expected));
+            } else if (received == expected) {
+                done.complete(received);
+            }
+        }
+
+        /** Called after each read (the buffer is released). */
+        void onRead(ChannelHandlerContext ctx, ByteBuf buf) {
+        }
+
+        @Override
+        public void userEventTriggered(ChannelHandlerContext ctx, Object evt) throws Exception {
+            events.add("event:" + evt.getClass().getSimpleName() + "@" + received);
+            super.userEventTriggered(ctx, evt);
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) throws Exception {
+            events.add("inactive@" + received);
+            super.channelInactive(ctx);
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            exceptions.add(cause);
+            events.add("exception:" + describe(cause));
+            done.completeExceptionally(cause);
+        }
+
+        String state() {
+            return "reader{received=" + received + "/" + expected + ", reads=" + reads + ", events=" + events + '}';
+        }
+    }
+
+    /** Records exceptions that reach the end of a pipeline (so none goes unnoticed, and none is logged as unhandled). */
+    @ChannelHandler.Sharable
+    static final class ExceptionRecorder extends ChannelInboundHandlerAdapter {
+        final Queue<Throwable> exceptions = new ConcurrentLinkedQueue<>();
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            exceptions.add(cause);
+        }
+    }
+
+    /** Completes when every future in {@code futures} is done, whatever the outcome. */
+    static void awaitAll(List<? extends ChannelFuture> futures, long timeoutMillis, String what)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+        for (int i = 0; i < futures.size(); i++) {
+            long left = deadline - System.nanoTime();
+            if (!futures.get(i).await(Math.max(0, left), TimeUnit.NANOSECONDS)) {
+                throw new AssertionError(what + ": future #" + i + " of " + futures.size() + " not done within "
+                        + timeoutMillis + " ms");
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.WriteBufferWaterMark;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
+import org.nettyrdma.channel.RdmaTestSupport.Kind;
+import org.nettyrdma.channel.RdmaTestSupport.Pattern;
+import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
+
+import java.util.Queue;
+import java.util.Random;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
+import java.util.zip.CRC32C;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * End-to-end back-pressure: a server that does not read grants no credits, so the client sends no more than the
+ * server's receive buffers hold, its outbound buffer fills, it turns unwritable, and no memory grows anywhere. When the
+ * server reads again, everything arrives intact and the client turns writable again.
+ */
+class RdmaTransportBackpressureTest {
+    private static final int RECV_COUNT = 8;
+    private static final int RECV_SIZE = 4096;
+    private static final int WRITE_SIZE = 4096;
+    private static final int EXTRA_WRITES = 16;
+
+    private EventLoopGroup serverGroup;
+    private EventLoopGroup clientGroup;
+
+    @BeforeEach
+    void setUp() {
+        serverGroup = RdmaTestSupport.newGroup(1, "bp-server");
+        clientGroup = RdmaTestSupport.newGroup(1, "bp-client");
+    }
+
+    @AfterEach
+    void tearDown() throws InterruptedException {
+        RdmaTestSupport.shutdown(clientGroup, serverGroup);
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void nonReadingServerStopsTheWriterAndNothingGrows() throws Exception {
+        Pattern pattern = Pattern.standard();
+        StreamReader reader = new StreamReader(Long.MAX_VALUE, pattern);
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        AtomicReference<RdmaSocketChannel> childRef = new AtomicReference<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(ChannelOption.AUTO_READ, false)
+                .childOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECV_COUNT)
+                .childOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, RECV_SIZE)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        childRef.set((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(reader, serverErrors);
+                    }
+                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+
+        WritabilityRecorder writability = new WritabilityRecorder();
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                .option(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(64 << 10, 128 << 10))
+                .handler(writability)
+                .connect(server.localAddress()).sync().channel();
+        RdmaTestSupport.awaitCondition("server child active",
+                () -> childRef.get() != null && childRef.get().isActive(), 10_000, () -> "child " + childRef.get());
+        RdmaSocketChannel child = childRef.get();
+        RdmaCounters cc = client.counters();
+        RdmaCounters sc = child.counters();
+        long baselineBuffers = RdmaByteBufAllocator.DEFAULT.buffersInUse();
+
+        CRC32C crc = new CRC32C();
+        Random random = new Random(1);
+        AtomicLong written = new AtomicLong();
+        AtomicInteger writes = new AtomicInteger();
+        AtomicInteger succeeded = new AtomicInteger();
+        Queue<Throwable> writeFailures = new ConcurrentLinkedQueue<>();
+        ChannelFutureListener listener = f -> {
+            if (f.isSuccess()) {
+                succeeded.incrementAndGet();
+            } else {
+                writeFailures.add(f.cause());
+            }
+        };
+        Supplier<String> state = () -> "written=" + written + " in " + writes + " writes, succeeded=" + succeeded
+                + ", client " + cc + ", client writable=" + client.isWritable() + ", client pendingWriteBytes="
+                + RdmaTestSupport.pendingWriteBytes(client) + ", server child " + sc + ", " + reader.state()
+                + ", writability events=" + writability.events + ", buffersInUse="
+                + RdmaByteBufAllocator.DEFAULT.buffersInUse() + " (baseline " + baselineBuffers + ")"
+                + ", writeFailures=" + writeFailures + ", client exceptions=" + writability.exceptions
+                + ", server exceptions=" + serverErrors.exceptions + reader.exceptions;
+
+        // 1. the client writes (and flushes) as long as the channel is writable
+        int firstPhaseWrites = RdmaTestSupport.onLoop(client, () -> {
+            int n = 0;
+            while (client.isWritable()) {
+                ByteBuf b = RdmaTestSupport.newBuffer(Kind.REGISTERED, pattern, written.get(), WRITE_SIZE, random);
+                RdmaTestSupport.crc(crc, b);
+                written.addAndGet(WRITE_SIZE);
+                writes.incrementAndGet();
+                client.writeAndFlush(b).addListener(listener);
+                n++;
+                if (n > 10_000) {
+                    throw new AssertionError("the client never turned unwritable after " + n + " writes; " + state.get());
+                }
+            }
+            return n;
+        });
+        assertFalse(client.isWritable(), "client writable after filling its outbound buffer");
+        assertTrue(firstPhaseWrites * (long) WRITE_SIZE > 128 << 10,
+                () -> "only " + firstPhaseWrites + " writes before unwritable: " + state.get());
+
+        // what was posted is acknowledged by the server's adapter; nothing more moves
+        RdmaTestSupport.awaitCondition("the sends the credits allowed completed",
+                () -> sc.bytesReceived() == cc.bytesSent()
+                        && RdmaTestSupport.pendingWriteBytes(client) == written.get() - cc.bytesSent(),
+                10_000, state);
+        long sentAtStall = cc.bytesSent();
+        long messagesAtStall = cc.messagesSent();
+        assertTrue(sentAtStall > 0, () -> "nothing was sent at all: " + state.get());
+        assertTrue(sentAtStall < (long) RECV_COUNT * RECV_SIZE,
+                () -> "client posted " + sentAtStall + " bytes, beyond the server's " + RECV_COUNT + " x " + RECV_SIZE
+                        + " bytes of receive buffers (credits): " + state.get());
+        assertTrue(messagesAtStall <= RECV_COUNT,
+                () -> "client posted " + messagesAtStall + " messages to " + RECV_COUNT + " receive buffers: "
+                        + state.get());
+        assertTrue(cc.creditStalls() > 0, () -> "no credit stall counted: " + state.get());
+        assertEquals(0, reader.reads, "the server read with autoRead off");
+        assertTrue(sc.messagesReceived() <= RECV_COUNT, state.get());
+        long pendingBuffers = writes.get() - sentAtStall / WRITE_SIZE;
+        long inUse = RdmaByteBufAllocator.DEFAULT.buffersInUse() - baselineBuffers;
+        assertTrue(inUse <= pendingBuffers, () -> "registered buffers in use grew to " + inUse + " while the client's "
+                + "outbound buffer holds " + pendingBuffers + ": " + state.get());
+
+        // 2. an application that ignores writability: its writes wait in the outbound buffer, nothing else moves
+        long stallsBefore = cc.creditStalls();
+        long pendingBefore = RdmaTestSupport.pendingWriteBytes(client);
+        RdmaTestSupport.onLoop(client, () -> {
+            for (int i = 0; i < EXTRA_WRITES; i++) {
+                ByteBuf b = RdmaTestSupport.newBuffer(Kind.REGISTERED, pattern, written.get(), WRITE_SIZE, random);
+                RdmaTestSupport.crc(crc, b);
+                written.addAndGet(WRITE_SIZE);
+                writes.incrementAndGet();
+                client.writeAndFlush(b).addListener(listener);
+            }
+            return null;
+        });
+        for (int i = 0; i < 3; i++) { // let both loops run whatever the writes could have caused
+            RdmaTestSupport.onLoop(child, () -> null);
+            RdmaTestSupport.onLoop(client, () -> client.flush());
+        }
+        assertEquals(sentAtStall, cc.bytesSent(), () -> "bytes posted without credits: " + state.get());
+        assertEquals(messagesAtStall, cc.messagesSent(), () -> "messages posted without credits: " + state.get());
+        assertEquals(sentAtStall, sc.bytesReceived(), () -> "server received more without reading: " + state.get());
+        assertTrue(cc.creditStalls() > stallsBefore, () -> "flushes without credits not counted: " + state.get());
+        assertEquals(pendingBefore + (long) EXTRA_WRITES * WRITE_SIZE, RdmaTestSupport.pendingWriteBytes(client),
+                () -> "outbound buffer is not exactly what the client wrote and was not sent: " + state.get());
+        long pendingBuffers2 = writes.get() - sentAtStall / WRITE_SIZE;
+        long inUse2 = RdmaByteBufAllocator.DEFAULT.buffersInUse() - baselineBuffers;
+        assertTrue(inUse2 <= pendingBuffers2, () -> "registered buffers in use grew to " + inUse2
+                + " while the client's outbound buffer holds " + pendingBuffers2 + ": " + state.get());
+        assertEquals(0, reader.reads, "the server read with autoRead off");
+        assertTrue(writeFailures.isEmpty(), state.get());
+
+        // 3. the server reads again: everything arrives intact, the client turns writable
+        long total = written.get();
+        RdmaTestSupport.onLoop(child, () -> {
+            reader.expect(total);
+            return null;
+        });
+        child.config().setAutoRead(true);
+        long received = RdmaTestSupport.await(reader.done, 20_000, "everything received after autoRead=true", state);
+        assertEquals(total, received);
+        assertEquals(crc.getValue(), reader.crc.getValue(), "CRC32C, written vs received");
+        RdmaTestSupport.awaitCondition("all writes succeeded", () -> succeeded.get() == writes.get(), 10_000, state);
+        RdmaTestSupport.awaitCondition("client writable again", client::isWritable, 10_000, state);
+        assertEquals("[false, true]", writability.events.toString(),
+                "channelWritabilityChanged events seen by the client (isWritable at each)");
+        assertEquals(total, cc.bytesSent(), "client bytesSent");
+        assertEquals(total, sc.bytesReceived(), "server child bytesReceived");
+        assertEquals(0, RdmaTestSupport.pendingWriteBytes(client), "client outbound buffer after everything was sent");
+        RdmaTestSupport.awaitCondition("registered buffers released",
+                () -> RdmaByteBufAllocator.DEFAULT.buffersInUse() == baselineBuffers, 10_000, state);
+        assertTrue(writeFailures.isEmpty(), state.get());
+        assertTrue(writability.exceptions.isEmpty(), state.get());
+        assertTrue(serverErrors.exceptions.isEmpty() && reader.exceptions.isEmpty(), state.get());
+
+        client.close().sync();
+        server.close().sync();
+    }
+
+    /** Records isWritable() at each channelWritabilityChanged, and exceptions. */
+    static final class WritabilityRecorder extends ChannelInboundHandlerAdapter {
+        final Queue<Boolean> events = new ConcurrentLinkedQueue<>();
+        final Queue<Throwable> exceptions = new ConcurrentLinkedQueue<>();
+
+        @Override
+        public void channelWritabilityChanged(ChannelHandlerContext ctx) throws Exception {
+            events.add(ctx.channel().isWritable());
+            super.channelWritabilityChanged(ctx);
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            io.netty.util.ReferenceCountUtil.release(msg);
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            exceptions.add(cause);
+        }
+    }
+}

@@ -1,0 +1,20 @@
+package org.nettyrdma.channel.testsuite;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.testsuite.transport.TestsuitePermutation;
+import io.netty.testsuite.transport.socket.SocketConnectionAttemptTest;
+
+import java.util.List;
+
+class RdmaSocketConnectionAttemptTest extends SocketConnectionAttemptTest {
+    @Override
+    protected List<TestsuitePermutation.BootstrapFactory<Bootstrap>> newFactories() {
+        return RdmaSocketTestPermutation.INSTANCE.clientSocket();
+    }
+
+    @Override
+    protected List<ByteBufAllocator> newAllocators() {
+        return RdmaSocketTestPermutation.allocators();
+    }
+}
