@@ -37,8 +37,8 @@
 #define WC_OFFSET_WC_FLAGS 28
 
 /* A posted chain is built on the stack, at most this many work requests and SGEs per ibv_post_send. */
-#define POST_CHUNK_WRS 32
-#define POST_CHUNK_SGES 256
+#define POST_CHUNK_WRS 64
+#define POST_CHUNK_SGES 512
 #define POLL_CHUNK 32
 
 /* SPI transport families (DeviceAttributes.Transport ordinals). */

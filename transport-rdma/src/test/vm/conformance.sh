@@ -4,7 +4,10 @@
 #
 # usage (on the host, after mvn -pl transport-rdma -am verify or test-compile):
 #   transport-rdma/src/test/vm/conformance.sh [--only=method,...] [rxe] [siw]     (default: both devices)
-# JAVA_HOME picks the JDK (the guest sees the host's). Exit code: VmConformanceMain's, or vm/run's (124, 125).
+#   transport-rdma/src/test/vm/conformance.sh --prepare     only write the test classpath, for a guest run
+# On the host it writes the classpath and boots the VM with itself; in a guest (NETTY_RDMA_VM=1, e.g. one step of a
+# longer vm/run command) it runs the tests directly. JAVA_HOME picks the JDK (the guest sees the host's).
+# Exit code: VmConformanceMain's (0 all passed, 1 failures, 2 unusable), or vm/run's (124 timeout, 125 no VM).
 set -euo pipefail
 module=$(cd "$(dirname "$0")/../../.." && pwd)
 root=$(cd "$module/.." && pwd)
@@ -21,8 +24,10 @@ if [ -z "${NETTY_RDMA_VM:-}" ]; then
     (cd "$root" && mvn -B -q -o -pl transport-rdma dependency:build-classpath -Dmdep.includeScope=test \
       -Dmdep.outputFile="$cpfile") || { echo "conformance.sh: mvn dependency:build-classpath failed" >&2; exit 2; }
   fi
+  [ "${1:-}" = --prepare ] && exit 0
   exec "$root/vm/run" -- "$self" "$@"
 fi
+[ -s "$cpfile" ] || { echo "conformance.sh: no $cpfile: run conformance.sh --prepare on the host first" >&2; exit 2; }
 
 # guest: root, RXE_IP and SIW_IP set by vm/run
 ulimit -l unlimited

@@ -20,6 +20,9 @@ import org.nettyrdma.channel.RdmaIoHandlerConfig;
 import org.nettyrdma.channel.RdmaServerSocketChannel;
 import org.nettyrdma.channel.RdmaSocketChannel;
 
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+
 /**
  * What differs between transports — the event loops' {@link IoHandlerFactory} and the two channel classes — so that
  * the examples run the same bootstraps and handlers over RDMA, NIO or epoll.
@@ -39,7 +42,7 @@ public final class Transport {
         this.channelClass = channelClass;
     }
 
-    /** RDMA through {@code provider}: {@link RdmaIoHandlerConfig#PROVIDER_NATIVE}, {@code _EMULATED} or {@code _AUTO}. */
+    /** RDMA on {@code provider}: {@link RdmaIoHandlerConfig#PROVIDER_NATIVE}, {@code _EMULATED} or {@code _AUTO}. */
     public static Transport rdma(String provider) {
         return new Transport("rdma", RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().setProvider(provider)),
                 RdmaServerSocketChannel.class, RdmaSocketChannel.class);
@@ -56,6 +59,19 @@ public final class Transport {
             System.exit(2);
         }
         return rdma(emulated ? RdmaIoHandlerConfig.PROVIDER_EMULATED : RdmaIoHandlerConfig.PROVIDER_NATIVE);
+    }
+
+    /**
+     * Whether a server and a client in this JVM can meet over native RDMA on {@code host}: native RDMA is available,
+     * and {@code host} is not a loopback address (RDMA CM routes no loopback over a real device: ENODEV). Otherwise
+     * they meet on 127.0.0.1 over the emulated provider, whose device owns loopback.
+     */
+    public static boolean nativeRdmaOn(String host) {
+        try {
+            return Rdma.isAvailable() && !InetAddress.getByName(host).isLoopbackAddress();
+        } catch (UnknownHostException e) {
+            return false;
+        }
     }
 
     public static Transport nio() {

@@ -260,14 +260,16 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                     id.migrate(handler.cmChannel());
                     id.context(unsafe());
                 }
+                if (parent() != null && conn == null && isOpen()) {
+                    // accepted: connect before the pipeline learns it is registered, so that it is active then, as
+                    // an accepted TCP channel is
+                    ((RdmaSocketUnsafe) unsafe()).accept();
+                }
             } catch (Throwable t) {
                 promise.setFailure(t);
                 return;
             }
             promise.setSuccess();
-            if (state == CONNECTING && connectPromise == null && conn == null && isOpen()) {
-                ((RdmaSocketUnsafe) unsafe()).accept();
-            }
         });
     }
 
@@ -460,8 +462,11 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             close(voidPromise());
         }
 
-        /** An accepted channel, now registered on its own loop: set up the connection and accept it. */
-        void accept() {
+        /**
+         * An accepted channel, now registered on its own loop: set up the connection and accept it. The QP is ready to
+         * send once {@code rdma_accept} returns, so the channel is active from here (ESTABLISHED only confirms it).
+         */
+        void accept() throws Exception {
             try {
                 conn = new Connection(peer);
                 id.accept(conn.parameters());
@@ -472,9 +477,9 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 } catch (VerbsException e) {
                     logger.debug("reject failed", e);
                 }
-                pipeline().fireExceptionCaught(t);
-                close(voidPromise());
+                throw t;
             }
+            state = ACTIVE;
         }
 
         @Override
@@ -542,44 +547,31 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         }
 
         private void onEstablished(CmEvent event) {
-            if (conn == null || state != CONNECTING) {
+            ChannelPromise p = connectPromise;
+            if (conn == null || state != CONNECTING || p == null) {
+                return; // an accepted channel is active since its accept
+            }
+            try {
+                conn.peerReady(Handshake.parse(event.privateData(), event.privateDataLength()));
+            } catch (Throwable t) {
+                failConnect(t instanceof RdmaProtocolException ? new ConnectException(t.getMessage()) : t);
                 return;
             }
-            if (parent() == null) {
-                ChannelPromise p = connectPromise;
-                if (p == null) {
-                    return;
-                }
-                try {
-                    conn.peerReady(Handshake.parse(event.privateData(), event.privateDataLength()));
-                } catch (Throwable t) {
-                    failConnect(t instanceof RdmaProtocolException ? new ConnectException(t.getMessage()) : t);
-                    return;
-                }
-                connectPromise = null;
-                if (connectTimeout != null) {
-                    connectTimeout.cancel(false);
-                    connectTimeout = null;
-                }
-                local = id.localAddress();
-                remote = id.remoteAddress();
-                state = ACTIVE;
-                boolean promiseSet = p.trySuccess();
-                pipeline().fireChannelActive();
-                if (!promiseSet) {
-                    close(voidPromise());
-                }
+            connectPromise = null;
+            if (connectTimeout != null) {
+                connectTimeout.cancel(false);
+                connectTimeout = null;
+            }
+            local = id.localAddress();
+            remote = id.remoteAddress();
+            state = ACTIVE;
+            // as epoll does: channelActive even if a listener of the promise closes the channel (inactive follows)
+            boolean promiseSet = p.trySuccess();
+            pipeline().fireChannelActive();
+            if (!promiseSet) {
+                close(voidPromise());
             } else {
-                try {
-                    conn.peerReady(peer);
-                } catch (Throwable t) {
-                    fail(t);
-                    return;
-                }
-                local = id.localAddress();
-                remote = id.remoteAddress();
-                state = ACTIVE;
-                pipeline().fireChannelActive();
+                onBatchComplete(); // data that beat ESTABLISHED
             }
         }
 
@@ -781,7 +773,6 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         private WorkRequestList sendWrs;
         private long[] sendRemoveBytes;
         private int sendCredits;
-        private int peerRecvCount;
 
         private int sqInUse;
         private int sqNext;
@@ -860,8 +851,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             if (sendWrs != null) {
                 return;
             }
-            peerRecvCount = p.receiveBufferCount;
-            sendCredits = Math.min(p.receiveBufferCount, sqDepth);
+            sendCredits += p.receiveBufferCount; // credits may have come with data that beat ESTABLISHED
             stageSize = p.receiveBufferSize;
             stagingRegion = new RegisteredRegion(stageSize * sqDepth);
             stagingMr = stagingRegion.memoryRegion(queues.pd);
@@ -1050,6 +1040,9 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         }
 
         void onBatchComplete() {
+            if (state == CONNECTING) {
+                return; // data that beat ESTABLISHED waits for it (onEstablished comes back here)
+            }
             RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
             if (pendCount > 0 && (u.readPending || config.isAutoRead()) && isOpen()) {
                 u.readLoop();

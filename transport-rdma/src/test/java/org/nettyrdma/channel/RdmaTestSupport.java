@@ -16,12 +16,13 @@ import io.netty.channel.EventLoopGroup;
 import io.netty.channel.IoHandler;
 import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.SingleThreadEventLoop;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.concurrent.DefaultThreadFactory;
 import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.concurrent.Future;
+import io.netty.util.concurrent.SingleThreadEventExecutor;
 
+import java.lang.reflect.Method;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.List;
@@ -94,13 +95,33 @@ final class RdmaTestSupport {
         return new Bootstrap().group(group).channel(RdmaSocketChannel.class);
     }
 
-    /** Channels registered on the loops of {@code group} (Netty counts them in its registration wrapper). */
+    /**
+     * Registrations on the loops of {@code group}, as Netty's {@code SingleThreadIoEventLoop} counts them in its
+     * registration wrapper (a channel's registration ends when the transport cancels it). Netty 4.2 has no public
+     * accessor for IO event loops ({@code registeredChannels()} returns -1 there), so this reads the protected
+     * {@code SingleThreadEventExecutor.getNumOfRegisteredChannels()}.
+     */
     static int registeredChannels(EventLoopGroup group) {
         int n = 0;
         for (EventExecutor e : group) {
-            n += ((SingleThreadEventLoop) e).registeredChannels();
+            try {
+                n += (Integer) NUM_REGISTERED.invoke(e);
+            } catch (ReflectiveOperationException ex) {
+                throw new AssertionError("cannot read the registration count of " + e, ex);
+            }
         }
         return n;
+    }
+
+    private static final Method NUM_REGISTERED;
+
+    static {
+        try {
+            NUM_REGISTERED = SingleThreadEventExecutor.class.getDeclaredMethod("getNumOfRegisteredChannels");
+            NUM_REGISTERED.setAccessible(true);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
     }
 
     /** Waits for {@code future}; a hang fails the test with {@code what} and the state described by {@code state}. */
@@ -368,7 +389,16 @@ final class RdmaTestSupport {
         volatile long written;
         volatile long writes;
         volatile long writabilityChanges;
-        private final ChannelFutureListener writeListener = f -> {
+        private final ChannelFutureListener writeListener = this::onWriteDone;
+
+        StreamWriter(long total, Pattern pattern, WritePlan plan, long seed) {
+            this.total = total;
+            this.pattern = pattern;
+            this.plan = plan;
+            this.random = new Random(seed);
+        }
+
+        private void onWriteDone(ChannelFuture f) {
             if (f.isSuccess()) {
                 succeededWrites.incrementAndGet();
                 if (written == total && succeededWrites.get() == writes) {
@@ -378,13 +408,6 @@ final class RdmaTestSupport {
                 done.completeExceptionally(new AssertionError("a write failed after " + succeededWrites.get()
                         + " writes succeeded", f.cause()));
             }
-        };
-
-        StreamWriter(long total, Pattern pattern, WritePlan plan, long seed) {
-            this.total = total;
-            this.pattern = pattern;
-            this.plan = plan;
-            this.random = new Random(seed);
         }
 
         @Override
@@ -439,10 +462,14 @@ final class RdmaTestSupport {
     static class StreamReader extends ChannelInboundHandlerAdapter {
         volatile long expected;
         final Pattern pattern;
+        /** Where in the pattern this stream starts. */
+        long base;
         final CRC32C crc = new CRC32C();
         final CompletableFuture<Long> done = new CompletableFuture<>();
         final Queue<Throwable> exceptions = new ConcurrentLinkedQueue<>();
         final List<String> events = new CopyOnWriteArrayList<>();
+        /** Completes at channelInactive (which Netty fires after the close future completes). */
+        final CompletableFuture<Void> inactive = new CompletableFuture<>();
         volatile long received;
         volatile long reads;
 
@@ -461,7 +488,7 @@ final class RdmaTestSupport {
                     done.completeExceptionally(new AssertionError("received " + (received + n) + " bytes, more than "
                             + expected));
                 }
-                long m = pattern.mismatch(buf, received);
+                long m = pattern.mismatch(buf, base + received);
                 if (m >= 0) {
                     done.completeExceptionally(new AssertionError("wrong byte at stream offset " + (received + m)
                             + " (read #" + reads + " of " + n + " bytes at offset " + received + ")"));
@@ -500,6 +527,7 @@ final class RdmaTestSupport {
         @Override
         public void channelInactive(ChannelHandlerContext ctx) throws Exception {
             events.add("inactive@" + received);
+            inactive.complete(null);
             super.channelInactive(ctx);
         }
 

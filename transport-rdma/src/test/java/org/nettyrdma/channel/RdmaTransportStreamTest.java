@@ -11,6 +11,9 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.Isolated;
 import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
 import org.nettyrdma.channel.RdmaTestSupport.Pattern;
 import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
@@ -28,6 +31,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * Byte-exact delivery of large streams: random-sized writes of every kind of buffer, with back-pressure, checked byte
  * by byte against their place in the stream and by CRC32C on both ends, and by the exact count.
  */
+@Isolated("transport-level checks: global allocator counts, throughput, time bounds")
+@Execution(ExecutionMode.SAME_THREAD)
 class RdmaTransportStreamTest {
     private static final long ONE_GIB = 1L << 30;
     private static final long ECHO_BYTES = 64L << 20;

@@ -9,7 +9,7 @@ import org.nettyrdma.examples.Transport;
 
 import java.net.InetSocketAddress;
 
-/** {@code EchoServer} and {@code EchoClient} in one JVM over RDMA (native where available, else emulated): {@code EchoDemo [host]}. */
+/** EchoServer and EchoClient in one JVM: {@code EchoDemo [address]}, native RDMA on that address, else emulated. */
 public final class EchoDemo {
     private static final Logger logger = LogManager.getLogger(EchoDemo.class);
 
@@ -17,8 +17,10 @@ public final class EchoDemo {
     }
 
     public static void main(String[] args) {
-        String host = args.length > 0 ? args[0] : "127.0.0.1";
-        Transport transport = Transport.rdma(RdmaIoHandlerConfig.PROVIDER_AUTO);
+        boolean nativeRdma = args.length > 0 && Transport.nativeRdmaOn(args[0]);
+        String host = nativeRdma ? args[0] : "127.0.0.1";
+        Transport transport = Transport.rdma(nativeRdma ? RdmaIoHandlerConfig.PROVIDER_NATIVE
+                : RdmaIoHandlerConfig.PROVIDER_EMULATED);
         EventLoopGroup serverGroup = transport.newGroup(1);
         EventLoopGroup clientGroup = transport.newGroup(1);
         int status = 0;

@@ -31,10 +31,6 @@ final class JniDevice implements Device {
         return provider;
     }
 
-    long context() {
-        return context;
-    }
-
     @Override
     public String name() {
         return name;

@@ -108,11 +108,16 @@ public final class JniProvider implements VerbsProvider {
             } catch (VerbsException e) {
                 throw withCause(e);
             }
-            deviceList = handles[0];
             List<Device> list = new ArrayList<>(handles.length - 1);
-            for (int i = 1; i < handles.length; i++) {
-                list.add(deviceFor(handles[i]));
+            try {
+                for (int i = 1; i < handles.length; i++) {
+                    list.add(deviceFor(handles[i]));
+                }
+            } catch (VerbsException | RuntimeException e) {
+                Native.freeDevices(handles[0]);
+                throw e;
             }
+            deviceList = handles[0];
             devices = Collections.unmodifiableList(list);
         }
         return devices;
@@ -231,10 +236,6 @@ public final class JniProvider implements VerbsProvider {
             Native.freeDevices(deviceList);
             deviceList = 0;
         }
-    }
-
-    boolean isClosed() {
-        return closed;
     }
 
     @Override

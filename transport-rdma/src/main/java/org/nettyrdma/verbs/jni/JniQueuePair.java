@@ -27,7 +27,8 @@ import java.nio.ByteBuffer;
  * unsignalled sends before it, as on hardware whose driver tracks the queue by completions (mlx5). Software devices
  * (rxe, siw) free a slot when the send finishes, so without this a QP that never signals would not fill up.</li>
  * <li>An inline send's bytes are read by the provider library at post time; an inline SGE that names no live memory
- * region is posted without INLINE, so the device checks its key (LOC_PROT_ERR) instead of reading freed memory.</li>
+ * region is posted without INLINE, so the device checks its key (a protection error) instead of reading freed
+ * memory.</li>
  * <li>After close, posts return -EBADF; the handle never reaches C again.</li>
  * </ul>
  */
@@ -110,14 +111,6 @@ final class JniQueuePair implements QueuePair {
     @Override
     public QpInitAttributes capabilities() {
         return caps;
-    }
-
-    long handle() {
-        return handle;
-    }
-
-    boolean isClosed() {
-        return closed;
     }
 
     /** The connection is established: sends may be posted. */

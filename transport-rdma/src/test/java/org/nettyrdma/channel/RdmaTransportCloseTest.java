@@ -1,0 +1,326 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.util.ReferenceCountUtil;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.Isolated;
+import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
+import org.nettyrdma.channel.RdmaTestSupport.Pattern;
+import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
+
+import java.io.IOException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Queue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** How a peer's close looks: abortive (a reset), orderly (a quiet end of stream), and what happens to pending writes. */
+@Isolated("transport-level checks: global allocator counts, throughput, time bounds")
+@Execution(ExecutionMode.SAME_THREAD)
+class RdmaTransportCloseTest {
+    private static final int CONNECTIONS_AFTER_REPLY = 40;
+    private EventLoopGroup serverGroup;
+    private EventLoopGroup clientGroup;
+
+    @BeforeEach
+    void setUp() {
+        serverGroup = RdmaTestSupport.newGroup(1, "close-server");
+        clientGroup = RdmaTestSupport.newGroup(1, "close-client");
+    }
+
+    @AfterEach
+    void tearDown() throws InterruptedException {
+        RdmaTestSupport.shutdown(clientGroup, serverGroup);
+    }
+
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void abortiveCloseOfThePeerIsAResetThenInactive() throws Exception {
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ReferenceCountUtil.release(msg);
+                                ctx.channel().config().setOption(ChannelOption.SO_LINGER, 0);
+                                ctx.close();
+                            }
+                        }, serverErrors);
+                    }
+                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+        EventRecorder events = new EventRecorder();
+        Channel client = RdmaTestSupport.clientBootstrap(clientGroup).handler(events)
+                .connect(server.localAddress()).sync().channel();
+        client.writeAndFlush(Unpooled.copiedBuffer("hello", StandardCharsets.US_ASCII));
+
+        RdmaTestSupport.await(events.inactive, 10_000, "client channelInactive after the peer's abortive close",
+                events::toString);
+        List<String> ev = events.events;
+        assertEquals(2, ev.size(), () -> "client events (expected exceptionCaught(IOException: ...reset...), then "
+                + "channelInactive): " + ev);
+        assertEquals(1, events.exceptions.size(), () -> "exceptions: " + events.exceptions);
+        Throwable t = events.exceptions.peek();
+        assertInstanceOf(IOException.class, t, () -> "exception type: " + RdmaTestSupport.describe(t));
+        assertTrue(String.valueOf(t.getMessage()).toLowerCase().contains("reset"),
+                () -> "exception message should say reset: " + RdmaTestSupport.describe(t));
+        assertTrue(ev.get(0).startsWith("exception:"), () -> "first event: " + ev);
+        assertEquals("inactive", ev.get(1), () -> "second event: " + ev);
+        assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
+        server.close().sync();
+    }
+
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void orderlyCloseOfThePeerDeliversItsDataThenAQuietInactive() throws Exception {
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ReferenceCountUtil.release(msg);
+                                // written, and closed right away: the close must not lose the write
+                                ctx.writeAndFlush(Unpooled.copiedBuffer("bye", StandardCharsets.US_ASCII));
+                                ctx.close();
+                            }
+                        }, serverErrors);
+                    }
+                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+        EventRecorder events = new EventRecorder();
+        Channel client = RdmaTestSupport.clientBootstrap(clientGroup).handler(events)
+                .connect(server.localAddress()).sync().channel();
+        client.writeAndFlush(Unpooled.copiedBuffer("hello", StandardCharsets.US_ASCII));
+
+        RdmaTestSupport.await(events.inactive, 10_000, "client channelInactive after the peer's orderly close",
+                events::toString);
+        assertTrue(events.exceptions.isEmpty(), () -> "client exceptionCaught on an orderly close: "
+                + events.exceptions + ", events " + events.events);
+        assertEquals(List.of("read:bye", "inactive"), events.events, "client events");
+        assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
+        server.close().sync();
+    }
+
+    /**
+     * The "write the response, then close" pattern (HTTP/1.0 and many others): the reader must get the whole response,
+     * then a quiet channelInactive, whatever its own transport does meanwhile (it returns credits while it reads).
+     * {@value #CONNECTIONS_AFTER_REPLY} connections one after the other, with replies of several sizes, so that the
+     * close overtakes the reader at different points.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void orderlyCloseAfterALargeReplyDeliversAllOfIt() throws Exception {
+        final int[] sizes = {200_003, (1 << 20) + 13, 16_380 * 13 + 7, 65_536};
+        Pattern pattern = Pattern.standard();
+        AtomicInteger nextSize = new AtomicInteger();
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelActive(ChannelHandlerContext ctx) {
+                                int reply = sizes[nextSize.getAndIncrement() % sizes.length];
+                                ByteBuf b = ctx.alloc().directBuffer(reply);
+                                pattern.writeTo(b, 0, reply);
+                                ctx.writeAndFlush(b).addListener(ChannelFutureListener.CLOSE);
+                            }
+                        }, serverErrors);
+                    }
+                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+        try {
+            for (int i = 0; i < CONNECTIONS_AFTER_REPLY; i++) {
+                int reply = sizes[i % sizes.length];
+                StreamReader reader = new StreamReader(reply, pattern);
+                RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                        .handler(reader).connect(server.localAddress()).sync().channel();
+                int n = i;
+                Supplier<String> state = () -> "connection #" + n + ": " + reader.state() + ", client "
+                        + client.counters() + ", client exceptions " + reader.exceptions;
+                RdmaTestSupport.await(reader.inactive, 10_000, "client inactive after the server's close", state);
+                assertEquals(reply, reader.received, () -> "reply bytes read before channelInactive (the transport "
+                        + "had received " + client.counters().bytesReceived() + "): " + state.get());
+                assertTrue(reader.exceptions.isEmpty(), () -> "client exceptionCaught: " + state.get());
+                assertEquals(List.of("inactive@" + reply), reader.events, state.get());
+            }
+            assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
+        } finally {
+            server.close().sync();
+        }
+    }
+
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void closeFailsPendingWritesAndKeepsCompletedOnesSucceeded() throws Exception {
+        final int recvSize = 4096;
+        final int payload = recvSize - 4; // one message per write
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        AtomicReference<RdmaSocketChannel> childRef = new AtomicReference<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(ChannelOption.AUTO_READ, false) // never reads: no credits come back
+                .childOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 4)
+                .childOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, recvSize)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        childRef.set((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(serverErrors);
+                    }
+                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+        EventRecorder events = new EventRecorder();
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                .option(RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, 1000)
+                .handler(events)
+                .connect(server.localAddress()).sync().channel();
+        RdmaTestSupport.awaitCondition("server child active",
+                () -> childRef.get() != null && childRef.get().isActive(), 10_000, () -> "child " + childRef.get());
+        RdmaSocketChannel child = childRef.get();
+        Supplier<String> state = () -> "client " + client.counters() + ", pendingWriteBytes="
+                + RdmaTestSupport.pendingWriteBytes(client) + ", child " + child.counters() + ", events " + events;
+
+        ChannelFuture first = client.writeAndFlush(buffer(payload, 0));
+        RdmaTestSupport.await(first, 10_000, "first write completed", state);
+
+        List<ChannelFuture> flushed = new ArrayList<>();
+        List<ChannelFuture> unflushed = new ArrayList<>();
+        RdmaTestSupport.onLoop(client, () -> {
+            for (int i = 1; i <= 6; i++) {
+                flushed.add(client.writeAndFlush(buffer(payload, i)));
+            }
+            for (int i = 7; i <= 8; i++) {
+                unflushed.add(client.write(buffer(payload, i)));
+            }
+            return null;
+        });
+        RdmaTestSupport.awaitCondition("posted sends completed",
+                () -> child.counters().bytesReceived() == client.counters().bytesSent(), 10_000, state);
+        long sent = client.counters().bytesSent();
+        assertTrue(sent < 7L * payload, () -> "more was posted than the 4 receive buffers take: " + state.get());
+        int completedWrites = (int) (sent / payload) - 1; // of the flushed list; the first write is one of them
+        assertTrue(completedWrites >= 0 && completedWrites < flushed.size(), state.get());
+        RdmaTestSupport.awaitCondition("futures of completed sends done", () -> {
+            for (int i = 0; i < completedWrites; i++) {
+                if (!flushed.get(i).isDone()) {
+                    return false;
+                }
+            }
+            return true;
+        }, 10_000, state);
+        for (int i = completedWrites; i < flushed.size(); i++) {
+            assertFalse(flushed.get(i).isDone(), "write " + (i + 1) + " done before close though never sent; "
+                    + state.get());
+        }
+
+        RdmaTestSupport.await(client.close(), 10_000, "client close()", state);
+        RdmaTestSupport.awaitAll(flushed, 10_000, "flushed writes");
+        RdmaTestSupport.awaitAll(unflushed, 10_000, "unflushed writes");
+
+        assertTrue(first.isSuccess(), "the first write");
+        for (int i = 0; i < completedWrites; i++) {
+            ChannelFuture f = flushed.get(i);
+            assertTrue(f.isSuccess(), "write " + (i + 1) + " completed before close, then failed: "
+                    + RdmaTestSupport.describe(f.cause()));
+        }
+        for (int i = completedWrites; i < flushed.size(); i++) {
+            ChannelFuture f = flushed.get(i);
+            assertFalse(f.isSuccess(), "flushed write " + (i + 1) + ", never sent (no credits), succeeded at close");
+            assertInstanceOf(ClosedChannelException.class, f.cause(), "flushed write " + (i + 1) + " failed with "
+                    + RdmaTestSupport.describe(f.cause()));
+        }
+        for (int i = 0; i < unflushed.size(); i++) {
+            ChannelFuture f = unflushed.get(i);
+            assertFalse(f.isSuccess(), "unflushed write " + (i + 1) + " succeeded at close");
+            assertInstanceOf(ClosedChannelException.class, f.cause(), "unflushed write " + (i + 1) + " failed with "
+                    + RdmaTestSupport.describe(f.cause()));
+        }
+        assertTrue(events.exceptions.isEmpty(), () -> "client exceptionCaught: " + events.exceptions);
+        assertNull(client.unsafe().outboundBuffer(), "outbound buffer after close");
+        server.close().sync();
+    }
+
+    private static ByteBuf buffer(int size, int fill) {
+        ByteBuf b = Unpooled.buffer(size);
+        b.writerIndex(size);
+        b.setZero(0, size);
+        b.setByte(0, fill);
+        return b;
+    }
+
+    /** Records reads, exceptions and inactivity in order. */
+    static final class EventRecorder extends ChannelInboundHandlerAdapter {
+        final List<String> events = new CopyOnWriteArrayList<>();
+        final Queue<Throwable> exceptions = new ConcurrentLinkedQueue<>();
+        /** Completes at channelInactive (which Netty fires after the close future completes). */
+        final CompletableFuture<Void> inactive = new CompletableFuture<>();
+        private final StringBuilder pending = new StringBuilder();
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf b = (ByteBuf) msg;
+            pending.append(b.toString(StandardCharsets.US_ASCII));
+            b.release();
+        }
+
+        @Override
+        public void channelReadComplete(ChannelHandlerContext ctx) {
+            if (pending.length() > 0) {
+                events.add("read:" + pending);
+                pending.setLength(0);
+            }
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            exceptions.add(cause);
+            events.add("exception:" + RdmaTestSupport.describe(cause));
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            if (pending.length() > 0) {
+                events.add("read:" + pending);
+                pending.setLength(0);
+            }
+            events.add("inactive");
+            inactive.complete(null);
+        }
+
+        @Override
+        public String toString() {
+            return "events " + events + ", exceptions " + exceptions;
+        }
+    }
+}

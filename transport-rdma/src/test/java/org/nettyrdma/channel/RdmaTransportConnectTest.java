@@ -1,0 +1,137 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.ConnectTimeoutException;
+import io.netty.channel.EventLoopGroup;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.Isolated;
+import org.nettyrdma.verbs.emulated.EmulatedFabric;
+
+import java.net.ConnectException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Connection set-up errors, the connect time-out, and the addresses both ends report. */
+@Isolated("transport-level checks: global allocator counts, throughput, time bounds")
+@Execution(ExecutionMode.SAME_THREAD)
+class RdmaTransportConnectTest {
+    /** TEST-NET-2: on the emulated fabric, a host that resolves but never answers. */
+    private static final String BLACKHOLE = "198.51.100.7";
+
+    private EventLoopGroup group;
+
+    @BeforeEach
+    void setUp() {
+        group = RdmaTestSupport.newGroup(2, "connect");
+    }
+
+    @AfterEach
+    void tearDown() throws InterruptedException {
+        RdmaTestSupport.shutdown(group);
+    }
+
+    @Test
+    @Timeout(value = 20, unit = TimeUnit.SECONDS)
+    void connectToAPortNobodyListensOnIsRefusedQuickly() throws Exception {
+        // a port that was just in use and is free now: nobody listens there
+        Channel probe = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter())
+                .bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+        InetSocketAddress nobody = (InetSocketAddress) probe.localAddress();
+        probe.close().sync();
+
+        long start = System.nanoTime();
+        ChannelFuture f = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter())
+                .connect(nobody);
+        assertTrue(f.await(10, TimeUnit.SECONDS), "connect to " + nobody + " not done within 10 s");
+        long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+        assertFalse(f.isSuccess(), "connect to " + nobody + " succeeded");
+        Throwable cause = f.cause();
+        assertInstanceOf(ConnectException.class, cause, () -> RdmaTestSupport.describe(cause));
+        assertFalse(cause instanceof ConnectTimeoutException, () -> "a refusal reported as a time-out: "
+                + RdmaTestSupport.describe(cause));
+        assertTrue(String.valueOf(cause.getMessage()).contains("Connection refused"),
+                () -> "message: " + RdmaTestSupport.describe(cause));
+        assertTrue(millis < 2000, "refusal took " + millis + " ms");
+        assertTrue(f.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the refusal");
+        assertFalse(f.channel().isOpen());
+    }
+
+    @Test
+    @Timeout(value = 20, unit = TimeUnit.SECONDS)
+    void connectTimeoutIsHonouredAgainstAHostThatNeverAnswers() throws Exception {
+        EmulatedFabric.defaultFabric().addBlackhole(InetAddress.getByName(BLACKHOLE));
+        InetSocketAddress target = new InetSocketAddress(BLACKHOLE, 4242);
+        long start = System.nanoTime();
+        ChannelFuture f = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter())
+                .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 500)
+                .connect(target);
+        assertTrue(f.await(15, TimeUnit.SECONDS), "connect to a blackhole not done within 15 s");
+        long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+        assertFalse(f.isSuccess(), "connect to a blackhole succeeded");
+        Throwable cause = f.cause();
+        assertInstanceOf(ConnectTimeoutException.class, cause, () -> RdmaTestSupport.describe(cause));
+        // not before the time-out; and well before the fabric's own CM time-out (10 s), so it was ours
+        assertTrue(millis >= 450, "time-out after " + millis + " ms, before CONNECT_TIMEOUT_MILLIS=500");
+        assertTrue(millis < 5000, "time-out after " + millis + " ms (CONNECT_TIMEOUT_MILLIS=500)");
+        System.out.println("[RdmaTransportConnectTest] ConnectTimeoutException after " + millis + " ms: "
+                + cause.getMessage());
+        assertTrue(f.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the time-out");
+        assertFalse(f.channel().isOpen());
+    }
+
+    @Test
+    @Timeout(value = 20, unit = TimeUnit.SECONDS)
+    void addressesOfBothEndsMatch() throws Exception {
+        AtomicReference<RdmaSocketChannel> accepted = new AtomicReference<>();
+        RdmaServerSocketChannel server = (RdmaServerSocketChannel) RdmaTestSupport.serverBootstrap(group, group)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        accepted.set((RdmaSocketChannel) ch);
+                    }
+                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
+                .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
+        RdmaTestSupport.awaitCondition("accepted channel active",
+                () -> accepted.get() != null && accepted.get().isActive(), 10_000, () -> "accepted " + accepted.get());
+        RdmaSocketChannel child = accepted.get();
+        try {
+            InetSocketAddress serverAddress = server.localAddress();
+            assertNotNull(serverAddress);
+            assertNotEquals(0, serverAddress.getPort(), "the server's bound port");
+            assertEquals(InetAddress.getByName("127.0.0.1"), serverAddress.getAddress());
+
+            assertNotNull(client.localAddress(), "client localAddress()");
+            assertNotNull(client.remoteAddress(), "client remoteAddress()");
+            assertNotNull(child.localAddress(), "accepted localAddress()");
+            assertNotNull(child.remoteAddress(), "accepted remoteAddress()");
+            assertNotEquals(0, client.localAddress().getPort(), "client's local port");
+            assertEquals(serverAddress, client.remoteAddress(), "client remoteAddress() vs the server's address");
+            assertEquals(serverAddress, child.localAddress(), "accepted localAddress() vs the server's address");
+            assertEquals(client.localAddress(), child.remoteAddress(), "accepted remoteAddress() vs client local");
+            assertEquals(client.remoteAddress(), child.localAddress(), "client remoteAddress() vs accepted local");
+            assertEquals(server, child.parent(), "accepted channel's parent");
+        } finally {
+            client.close().sync();
+            server.close().sync();
+        }
+    }
+}

@@ -1,0 +1,233 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.Isolated;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
+import org.nettyrdma.channel.RdmaTestSupport.Kind;
+import org.nettyrdma.channel.RdmaTestSupport.Pattern;
+import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Queue;
+import java.util.Random;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * 200 concurrent connections on single-threaded loops, each echoing a few KiB, in several rounds; after each round
+ * every channel's registration is gone again. The rounds together need more completion-queue entries than one loop
+ * has (16384 by default, 36 per connection), so resources that a closed connection does not give back make a later
+ * round fail to connect.
+ */
+@Isolated("transport-level checks: global allocator counts, throughput, time bounds")
+@Execution(ExecutionMode.SAME_THREAD)
+class RdmaTransportManyConnectionsTest {
+    private static final int CONNECTIONS = 200;
+    private static final int ROUNDS = 3;
+
+    @ParameterizedTest(name = "sharedLoop={0}")
+    @ValueSource(booleans = {false, true})
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void manyConcurrentEchoConnectionsOnOneLoop(boolean sharedLoop) throws Exception {
+        List<RdmaIoHandler> serverHandlers = new CopyOnWriteArrayList<>();
+        List<RdmaIoHandler> clientHandlers = new CopyOnWriteArrayList<>();
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "many-server", serverHandlers);
+        EventLoopGroup clientGroup = sharedLoop ? serverGroup : RdmaTestSupport.newGroup(1, "many-client",
+                clientHandlers);
+        try {
+            run(serverGroup, clientGroup, sharedLoop, sharedLoop ? serverHandlers : clientHandlers, serverHandlers);
+        } finally {
+            RdmaTestSupport.shutdown(sharedLoop ? new EventLoopGroup[] {serverGroup}
+                    : new EventLoopGroup[] {clientGroup, serverGroup});
+        }
+    }
+
+    private void run(EventLoopGroup serverGroup, EventLoopGroup clientGroup, boolean sharedLoop,
+                     List<RdmaIoHandler> clientHandlers, List<RdmaIoHandler> serverHandlers) throws Exception {
+        Pattern pattern = Pattern.standard();
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        List<Channel> children = new CopyOnWriteArrayList<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        children.add(ch);
+                        ch.pipeline().addLast(Echo.INSTANCE, serverErrors);
+                    }
+                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+        int serverBase = RdmaTestSupport.registeredChannels(serverGroup);
+        assertEquals(1, serverBase, "registrations of the server loop with only the listener");
+        long expectedBytes = 0;
+        for (int round = 0; round < ROUNDS; round++) {
+            children.clear();
+            List<StreamReader> readers = new ArrayList<>();
+            List<ChannelFuture> connects = new ArrayList<>();
+            long roundBytes = 0;
+            for (int i = 0; i < CONNECTIONS; i++) {
+                int len = 2048 + (i * 37 + round * 101) % 4096;
+                long offset = i * 7919L + round * 104_729L;
+                roundBytes += len;
+                StreamReader reader = new EchoClient(len, pattern, offset);
+                readers.add(reader);
+                connects.add(RdmaTestSupport.clientBootstrap(clientGroup).handler(reader)
+                        .connect(server.localAddress()));
+            }
+            expectedBytes += roundBytes;
+            final int r = round;
+            Supplier<String> state = () -> "round " + r + ": " + summary(readers) + ", children=" + children.size()
+                    + ", server registrations=" + RdmaTestSupport.registeredChannels(serverGroup)
+                    + ", client registrations=" + RdmaTestSupport.registeredChannels(clientGroup)
+                    + ", serverErrors=" + first(serverErrors.exceptions);
+            RdmaTestSupport.awaitAll(connects, 30_000, "connects of round " + round);
+            for (int i = 0; i < CONNECTIONS; i++) {
+                ChannelFuture f = connects.get(i);
+                if (!f.isSuccess()) {
+                    throw new AssertionError("round " + round + ": connect #" + i + " failed; " + state.get(),
+                            f.cause());
+                }
+            }
+            for (int i = 0; i < CONNECTIONS; i++) {
+                RdmaTestSupport.await(readers.get(i).done, 30_000, "round " + round + ": echo of connection #" + i,
+                        state);
+            }
+            assertEquals(CONNECTIONS, children.size(), "accepted channels in round " + round);
+
+            List<ChannelFuture> closes = new ArrayList<>();
+            for (ChannelFuture f : connects) {
+                closes.add(f.channel().close());
+            }
+            RdmaTestSupport.awaitAll(closes, 10_000, "client closes of round " + round);
+            List<ChannelFuture> childCloses = new ArrayList<>();
+            for (Channel c : children) {
+                childCloses.add(c.closeFuture());
+            }
+            RdmaTestSupport.awaitAll(childCloses, 10_000, "server children closed after the clients closed");
+            for (Channel c : children) {
+                assertFalse(c.isActive(), "server child active after the client closed");
+            }
+            // registrations end with the connection's last completion, after the close future
+            int expectedRegistrations = 1; // the listener, on the server loop (which is the client loop when shared)
+            RdmaTestSupport.awaitCondition("round " + round + ": registrations back to the listener alone",
+                    () -> RdmaTestSupport.registeredChannels(serverGroup) == expectedRegistrations
+                            && (sharedLoop || RdmaTestSupport.registeredChannels(clientGroup) == 0),
+                    10_000, state);
+            for (int i = 0; i < CONNECTIONS; i++) {
+                StreamReader reader = readers.get(i);
+                assertTrue(reader.exceptions.isEmpty(), "client #" + i + " exceptions: " + reader.exceptions);
+            }
+            assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
+        }
+        server.close().sync();
+        RdmaTestSupport.awaitCondition("server loop registrations back to zero",
+                () -> RdmaTestSupport.registeredChannels(serverGroup) == 0, 10_000,
+                () -> "registrations=" + RdmaTestSupport.registeredChannels(serverGroup));
+
+        // the handlers' counters saw exactly the echoed bytes, both ways
+        long sent = 0;
+        long received = 0;
+        for (RdmaIoHandler h : serverHandlers) {
+            sent += h.counters().bytesSent();
+            received += h.counters().bytesReceived();
+        }
+        if (!sharedLoop) {
+            long clientSent = 0;
+            long clientReceived = 0;
+            for (RdmaIoHandler h : clientHandlers) {
+                clientSent += h.counters().bytesSent();
+                clientReceived += h.counters().bytesReceived();
+            }
+            assertEquals(expectedBytes, clientSent, "client handler bytesSent");
+            assertEquals(expectedBytes, clientReceived, "client handler bytesReceived");
+            assertEquals(expectedBytes, sent, "server handler bytesSent");
+            assertEquals(expectedBytes, received, "server handler bytesReceived");
+        } else {
+            assertEquals(2 * expectedBytes, sent, "shared handler bytesSent (both ways)");
+            assertEquals(2 * expectedBytes, received, "shared handler bytesReceived (both ways)");
+        }
+    }
+
+    private static String first(Queue<Throwable> q) {
+        Throwable t = q.peek();
+        return q.size() + (t == null ? "" : " first: " + RdmaTestSupport.describe(t));
+    }
+
+    private static String summary(List<StreamReader> readers) {
+        int done = 0;
+        int failed = 0;
+        String firstFailure = null;
+        for (StreamReader r : readers) {
+            if (r.done.isCompletedExceptionally()) {
+                failed++;
+                if (firstFailure == null) {
+                    firstFailure = r.state() + " " + r.exceptions;
+                }
+            } else if (r.done.isDone()) {
+                done++;
+            }
+        }
+        return "echoes done=" + done + ", failed=" + failed + (firstFailure == null ? "" : " (" + firstFailure + ")");
+    }
+
+    /** Writes its bytes when active and checks the echo. */
+    static final class EchoClient extends StreamReader {
+        private final int len;
+        private final long offset;
+
+        EchoClient(int len, Pattern pattern, long offset) {
+            super(len, pattern);
+            this.len = len;
+            this.offset = offset;
+            this.base = offset;
+        }
+
+        @Override
+        public void channelActive(ChannelHandlerContext ctx) throws Exception {
+            Random r = new Random(offset);
+            // mixed kinds: half registered, half heap
+            Kind kind = (offset & 1) == 0 ? Kind.REGISTERED : Kind.HEAP;
+            int half = len / 2;
+            ctx.write(shifted(kind, 0, half, r));
+            ctx.writeAndFlush(shifted(kind, half, len - half, r));
+            super.channelActive(ctx);
+        }
+
+        /** Bytes {@code [from, from + n)} of this connection's stream: the pattern's from {@code offset} on. */
+        private ByteBuf shifted(Kind kind, int from, int n, Random r) {
+            return RdmaTestSupport.newBuffer(kind, pattern, offset + from, n, r);
+        }
+    }
+
+    @ChannelHandler.Sharable
+    static final class Echo extends ChannelInboundHandlerAdapter {
+        static final Echo INSTANCE = new Echo();
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ctx.write(msg);
+        }
+
+        @Override
+        public void channelReadComplete(ChannelHandlerContext ctx) {
+            ctx.flush();
+        }
+    }
+}
