@@ -3,6 +3,7 @@ package org.nettyrdma.channel;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.VerbsProvider;
+import org.nettyrdma.verbs.jni.JniProvider;
 
 /**
  * Whether real RDMA is usable here: the native library loads, the kernel has RDMA, a device exists and is accessible,
@@ -11,16 +12,12 @@ import org.nettyrdma.verbs.VerbsProvider;
  */
 public final class Rdma {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(Rdma.class);
-    private static final String JNI_PROVIDER = "org.nettyrdma.verbs.jni.JniProvider";
     private static final Throwable UNAVAILABILITY_CAUSE;
 
     static {
         Throwable cause;
         try {
-            Class<?> jni = Class.forName(JNI_PROVIDER, true, Rdma.class.getClassLoader());
-            cause = (Throwable) jni.getMethod("unavailabilityCause").invoke(null);
-        } catch (ClassNotFoundException e) {
-            cause = new UnsupportedOperationException("this build of netty-rdma has no native provider", e);
+            cause = JniProvider.unavailabilityCause();
         } catch (Throwable t) {
             cause = t;
         }
@@ -51,11 +48,6 @@ public final class Rdma {
 
     static VerbsProvider nativeProvider() {
         ensureAvailability();
-        try {
-            return (VerbsProvider) Class.forName(JNI_PROVIDER, true, Rdma.class.getClassLoader())
-                    .getMethod("create").invoke(null);
-        } catch (ReflectiveOperationException e) {
-            throw new IllegalStateException("cannot create the native provider", e);
-        }
+        return JniProvider.create();
     }
 }

@@ -1081,8 +1081,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
          * never for control buffers alone (which would ping-pong), and only with a credit to spend.
          */
         void maybeReturnCredits() {
-            if (owedData == 0 || sendWrs == null || destroyed || peerGone || failed) {
-                return;
+            if (owedData == 0 || sendWrs == null || destroyed || peerGone || failed || finReceived) {
+                return; // after its FIN the peer sends nothing more: it needs no credits
             }
             boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
             if ((owedData >= Math.max(1, recvCount / 4) || peerStarving) && sendCredits >= 1
@@ -1170,7 +1170,9 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                         continue;
                     }
                     int n = Math.min(room, readable);
-                    RdmaByteBuf registered = n >= config.getZeroCopyThreshold() && sges < maxSge
+                    // the buffer's size decides (what was written into it), not the fragment's: the tail of a large
+                    // registered buffer goes out directly too
+                    RdmaByteBuf registered = buf.writerIndex() >= config.getZeroCopyThreshold() && sges < maxSge
                             ? RdmaByteBuf.unwrap(buf) : null;
                     MemoryRegion mr = registered != null ? memoryRegion(registered) : null;
                     if (mr != null) {
@@ -1296,7 +1298,11 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             sqInUse--;
             counters.completions++;
             if (status != WcStatus.SUCCESS) {
-                if (status != WcStatus.WR_FLUSH_ERR || (!closing && !peerGone && !failed)) {
+                if (sendRemoveBytes[slot] == 0 && finReceived) {
+                    // a CREDIT or FIN the peer no longer takes after its own FIN: it closed. What it sent before
+                    // is delivered first, as on DISCONNECTED
+                    ((RdmaSocketUnsafe) unsafe()).onDisconnected();
+                } else if (status != WcStatus.WR_FLUSH_ERR || (!closing && !peerGone && !failed)) {
                     ((RdmaSocketUnsafe) unsafe()).writeFailed(new IOException("send failed: " + WcStatus.name(status)
                             + (status == WcStatus.RETRY_EXC_ERR ? " (the peer does not answer: gone or unreachable)"
                             : "")));

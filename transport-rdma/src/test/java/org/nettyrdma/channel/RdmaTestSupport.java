@@ -501,7 +501,6 @@ final class RdmaTestSupport {
             } finally {
                 ReferenceCountUtil.release(buf);
             }
-            onRead(ctx, buf);
         }
 
         /** Sets how many bytes are expected, once known; call it on the channel's event loop. */
@@ -512,10 +511,6 @@ final class RdmaTestSupport {
             } else if (received == expected) {
                 done.complete(received);
             }
-        }
-
-        /** Called after each read (the buffer is released). */
-        void onRead(ChannelHandlerContext ctx, ByteBuf buf) {
         }
 
         @Override

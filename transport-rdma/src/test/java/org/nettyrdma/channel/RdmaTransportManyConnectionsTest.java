@@ -23,7 +23,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Queue;
 import java.util.Random;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
@@ -74,6 +73,7 @@ class RdmaTransportManyConnectionsTest {
                         ch.pipeline().addLast(Echo.INSTANCE, serverErrors);
                     }
                 }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+        long baselineBuffers = RdmaByteBufAllocator.DEFAULT.buffersInUse();
         int serverBase = RdmaTestSupport.registeredChannels(serverGroup);
         assertEquals(1, serverBase, "registrations of the server loop with only the listener");
         long expectedBytes = 0;
@@ -136,6 +136,9 @@ class RdmaTransportManyConnectionsTest {
             }
             assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
         }
+        RdmaTestSupport.awaitCondition("registered buffers of all rounds released",
+                () -> RdmaByteBufAllocator.DEFAULT.buffersInUse() == baselineBuffers, 10_000,
+                () -> "buffersInUse=" + RdmaByteBufAllocator.DEFAULT.buffersInUse() + ", baseline " + baselineBuffers);
         server.close().sync();
         RdmaTestSupport.awaitCondition("server loop registrations back to zero",
                 () -> RdmaTestSupport.registeredChannels(serverGroup) == 0, 10_000,
