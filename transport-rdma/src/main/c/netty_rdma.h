@@ -27,7 +27,11 @@ struct netty_rdma_cq {
     int overrun;
 };
 
-/* A queue pair created with rdma_create_qp, with the limits the post path checks. */
+/*
+ * A queue pair created with rdma_create_qp, with the limits the post path checks. A fatal asynchronous event
+ * (IBV_EVENT_QP_FATAL, _REQ_ERR, _ACCESS_ERR) sets error: the QP is in ERROR even where ibv_query_qp does not say
+ * so (siw reports no state).
+ */
 struct netty_rdma_qp {
     struct ibv_qp *qp;
     struct rdma_cm_id *id;
@@ -35,6 +39,7 @@ struct netty_rdma_qp {
     uint32_t max_recv_sge;
     uint32_t max_inline;
     int no_imm;
+    int error;
 };
 
 /* Registration of each file's natives on the Native class; JNI_OK or JNI_ERR (with an exception pending). */

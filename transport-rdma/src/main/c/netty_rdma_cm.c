@@ -252,6 +252,7 @@ static jlong netty_rdma_createQp(JNIEnv *env, jclass clazz, jlong id_handle, jlo
     memset(&attr, 0, sizeof(attr));
     attr.send_cq = NETTY_RDMA_HANDLE(struct netty_rdma_cq, send_cq)->cq;
     attr.recv_cq = NETTY_RDMA_HANDLE(struct netty_rdma_cq, recv_cq)->cq;
+    attr.qp_context = q; /* for the asynchronous events */
     attr.qp_type = IBV_QPT_RC;
     attr.sq_sig_all = signal_all ? 1 : 0;
     attr.cap.max_send_wr = (uint32_t) max_send_wr;

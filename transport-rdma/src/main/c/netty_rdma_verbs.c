@@ -240,8 +240,9 @@ static jint netty_rdma_asyncWatch(JNIEnv *env, jclass clazz, jint epfd, jlong co
 
 /*
  * Waits up to timeoutMs for asynchronous events of the watched devices, handles and acknowledges them: a CQ error
- * (overrun) marks the queue so that its polls answer -EOVERFLOW. Every event is acknowledged, so destroying a CQ or QP
- * never waits for us. Returns how many events were handled, or -errno.
+ * (overrun) marks the queue so that its polls answer -EOVERFLOW, a fatal QP event marks the QP as in ERROR. Every
+ * event is acknowledged at once, so destroying a CQ or QP (which waits for that) never waits long, and the marked
+ * structs are freed only after. Returns how many events were handled, or -errno.
  */
 static jint netty_rdma_asyncDrain(JNIEnv *env, jclass clazz, jint epfd, jint timeout_ms) {
     (void) env;
@@ -256,9 +257,23 @@ static jint netty_rdma_asyncDrain(JNIEnv *env, jclass clazz, jint epfd, jint tim
         struct ibv_context *ctx = ready[i].data.ptr;
         struct ibv_async_event event;
         while (ibv_get_async_event(ctx, &event) == 0) {
-            if (event.event_type == IBV_EVENT_CQ_ERR && event.element.cq->cq_context != NULL) {
-                struct netty_rdma_cq *cq = event.element.cq->cq_context;
-                __atomic_store_n(&cq->overrun, 1, __ATOMIC_RELEASE);
+            switch (event.event_type) {
+                case IBV_EVENT_CQ_ERR:
+                    if (event.element.cq->cq_context != NULL) {
+                        struct netty_rdma_cq *cq = event.element.cq->cq_context;
+                        __atomic_store_n(&cq->overrun, 1, __ATOMIC_RELEASE);
+                    }
+                    break;
+                case IBV_EVENT_QP_FATAL:
+                case IBV_EVENT_QP_REQ_ERR:
+                case IBV_EVENT_QP_ACCESS_ERR:
+                    if (event.element.qp->qp_context != NULL) {
+                        struct netty_rdma_qp *q = event.element.qp->qp_context;
+                        __atomic_store_n(&q->error, 1, __ATOMIC_RELEASE);
+                    }
+                    break;
+                default:
+                    break;
             }
             ibv_ack_async_event(&event);
             handled++;
@@ -444,8 +459,12 @@ static jint netty_rdma_qpState(JNIEnv *env, jclass clazz, jlong handle) {
     (void) env;
     (void) clazz;
     struct netty_rdma_qp *q = NETTY_RDMA_HANDLE(struct netty_rdma_qp, handle);
+    if (__atomic_load_n(&q->error, __ATOMIC_ACQUIRE)) {
+        return 4;
+    }
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
+    memset(&attr, 0, sizeof(attr));
     int rc = ibv_query_qp(q->qp, &attr, IBV_QP_STATE, &init);
     if (rc != 0) {
         return -positive_errno(rc);

@@ -19,7 +19,8 @@ if [ -z "${NETTY_RDMA_VM:-}" ]; then
   [ -f "$module/target/test-classes/org/nettyrdma/verbs/jni/VmConformanceMain.class" ] ||
     { echo "conformance.sh: build first: mvn -pl transport-rdma -am test-compile" >&2; exit 2; }
   ls "$module"/target/classes/META-INF/native/libnetty_rdma_*.so > /dev/null 2>&1 ||
-    { echo "conformance.sh: no native library in target/classes (apt-get install gcc libibverbs-dev librdmacm-dev, rebuild)" >&2; exit 2; }
+    { echo "conformance.sh: no native library in target/classes" \
+        "(apt-get install gcc libibverbs-dev librdmacm-dev, then rebuild)" >&2; exit 2; }
   if [ ! -s "$cpfile" ] || [ "$module/pom.xml" -nt "$cpfile" ]; then
     (cd "$root" && mvn -B -q -o -pl transport-rdma dependency:build-classpath -Dmdep.includeScope=test \
       -Dmdep.outputFile="$cpfile") || { echo "conformance.sh: mvn dependency:build-classpath failed" >&2; exit 2; }

@@ -1,12 +1,13 @@
 package org.nettyrdma.channel;
 
-import io.netty.buffer.AbstractByteBuf;
 import io.netty.buffer.ByteBuf;
 import io.netty.util.ResourceLeakDetector;
 import io.netty.util.concurrent.FastThreadLocalThread;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.ResourceLock;
+import org.nettyrdma.testing.LeakRecorder;
 import org.nettyrdma.verbs.Device;
 import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.MemoryRegion;
@@ -15,7 +16,6 @@ import org.nettyrdma.verbs.VerbsException;
 import org.nettyrdma.verbs.emulated.EmulatedFabric;
 
 import java.lang.management.ManagementFactory;
-import java.lang.reflect.Field;
 import java.net.InetAddress;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -210,35 +210,16 @@ class RdmaByteBufAllocatorTest {
     }
 
     @Test
-    void leakIsDetected() throws Exception {
-        ResourceLeakDetector.Level level = ResourceLeakDetector.getLevel();
-        ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.PARANOID);
-        Field field = AbstractByteBuf.class.getDeclaredField("leakDetector");
-        field.setAccessible(true);
-        @SuppressWarnings("unchecked")
-        ResourceLeakDetector<ByteBuf> detector = (ResourceLeakDetector<ByteBuf>) field.get(null);
-        AtomicReference<String> leak = new AtomicReference<>();
-        detector.setLeakListener((type, records) -> {
-            if (records.contains("leakSomething")) {
-                leak.set(records);
-            }
-        });
+    @ResourceLock(LeakRecorder.LEVEL_LOCK) // not while steadyStateAllocateAndReleaseAllocatesNothing disables tracking
+    void leakIsDetected() {
         RdmaByteBufAllocator alloc = new RdmaByteBufAllocator();
-        try {
-            leakSomething(alloc);
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (leak.get() == null && System.nanoTime() - deadline < 0) {
-                System.gc();
-                Thread.sleep(10);
-                alloc.directBuffer(8).release(); // the detector reports leaks when it tracks a new buffer
-            }
-            assertNotNull(leak.get(), "the leaked buffer was reported");
-            // the allocator itself can't know: the buffer was never released
-            assertEquals(1, alloc.buffersInUse());
-        } finally {
-            detector.setLeakListener(null);
-            ResourceLeakDetector.setLevel(level);
-        }
+        // the leak is reported here, to this test, and doesn't fail the class (LeakCheckExtension)
+        List<LeakRecorder.Leak> leaks = LeakRecorder.expectLeaks(() -> leakSomething(alloc));
+        assertEquals(1, leaks.size(), leaks::toString);
+        assertEquals("ByteBuf", leaks.get(0).resourceType());
+        assertTrue(leaks.get(0).records().contains("leakSomething"), leaks.get(0)::toString);
+        // the allocator itself can't know: the buffer was never released
+        assertEquals(1, alloc.buffersInUse());
     }
 
     private static void leakSomething(RdmaByteBufAllocator alloc) {
@@ -247,6 +228,7 @@ class RdmaByteBufAllocatorTest {
 
     @Test
     @Timeout(30)
+    @ResourceLock(LeakRecorder.LEVEL_LOCK) // it disables leak detection for a while
     void steadyStateAllocateAndReleaseAllocatesNothing() throws Exception {
         java.lang.management.ThreadMXBean bean = ManagementFactory.getThreadMXBean();
         Assumptions.assumeTrue(bean instanceof com.sun.management.ThreadMXBean,

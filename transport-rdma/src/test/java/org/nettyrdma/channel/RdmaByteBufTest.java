@@ -9,6 +9,8 @@ import io.netty.util.ResourceLeakDetector;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.ResourceLock;
+import org.nettyrdma.testing.LeakRecorder;
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -389,6 +391,7 @@ class RdmaByteBufTest {
     }
 
     @Test
+    @ResourceLock(LeakRecorder.LEVEL_LOCK) // it sets the level and restores it
     void unwrapThroughLeakDetectionWrappersOnly() {
         ResourceLeakDetector.Level level = ResourceLeakDetector.getLevel();
         ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.PARANOID);

@@ -269,7 +269,11 @@ final class JniCmId implements CmId {
         }
     }
 
-    /** State the SPI needs from the events: a connection that is established may send; one that ended may not. */
+    /**
+     * State the SPI needs from the events: a connection that is established may send. On iWARP a connection that
+     * closed (the peer disconnected, or terminated it for want of a receive) leaves the QP in ERROR, which siw's
+     * {@code ibv_query_qp} does not say: the QP learns it here, and is flushed.
+     */
     synchronized void onEvent(CmEventType type) {
         if (type == CmEventType.ESTABLISHED) {
             connected = true;
@@ -278,6 +282,9 @@ final class JniCmId implements CmId {
             }
         } else if (type == CmEventType.DISCONNECTED) {
             connected = false;
+            if (qp != null && device != null && device.attributes().transport() == DeviceAttributes.Transport.IWARP) {
+                qp.failed();
+            }
         }
     }
 

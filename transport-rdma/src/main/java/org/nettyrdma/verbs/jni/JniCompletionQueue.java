@@ -13,8 +13,8 @@ import java.nio.ByteBuffer;
 
 /**
  * {@code ibv_cq}. Polls straight into the {@link CompletionArray}'s memory. Completions are also shown to their queue
- * pair: failures put it in ERROR, send completions free its send-queue slots (see {@link JniQueuePair}). A CQ overrun (the asynchronous event
- * IBV_EVENT_CQ_ERR) makes every later poll answer -EOVERFLOW.
+ * pair: failures put it in ERROR, send completions free its send-queue slots (see {@link JniQueuePair}). A CQ overrun
+ * (the asynchronous event IBV_EVENT_CQ_ERR) makes every later poll answer -EOVERFLOW.
  */
 final class JniCompletionQueue implements CompletionQueue {
     private final JniDevice device;

@@ -166,9 +166,6 @@ final class JniQueuePair implements QueuePair {
             track(wrs, i, stop);
             i = stop;
         }
-        if (tracked == QpState.ERROR && fits > 0) {
-            Native.modifyQpError(handle); // a device may keep what is posted in ERROR (siw): flush it
-        }
         if (fits < count) {
             wrs.badIndex(end);
             return -Errno.ENOMEM;
@@ -207,7 +204,8 @@ final class JniQueuePair implements QueuePair {
             int o = i * slotSize;
             int slot = (head + outstanding) % sendWrIds.length;
             sendWrIds[slot] = m.getLong(o + WorkRequestList.OFFSET_WR_ID);
-            sendSignaled[slot] = signalAll || (m.getInt(o + WorkRequestList.OFFSET_SEND_FLAGS) & SendFlags.SIGNALED) != 0;
+            int flags = m.getInt(o + WorkRequestList.OFFSET_SEND_FLAGS);
+            sendSignaled[slot] = signalAll || (flags & SendFlags.SIGNALED) != 0;
             sendOpcodes[slot] = wcOpcode(m.getInt(o + WorkRequestList.OFFSET_OPCODE));
             outstanding++;
         }

@@ -42,7 +42,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * What the JNI provider does on a real device beyond the conformance suite: a CQ overrun (an asynchronous event on
  * hardware) turns into -EOVERFLOW, long chains are posted in pieces with the right bad index, an inline SGE naming no
  * registered memory fails on the device instead of crashing the JVM, and misuse after close is an error code.
- * Needs kernel RDMA: run by {@link VmConformanceMain} with the device's IP in {@value JniVerbsConformance#ADDRESS_PROPERTY}.
+ * Needs kernel RDMA: run by {@link VmConformanceMain} with the device's IP in
+ * {@value JniVerbsConformance#ADDRESS_PROPERTY}.
  */
 @Timeout(60)
 public class JniDeviceChecks {
@@ -106,7 +107,8 @@ public class JniDeviceChecks {
         await(clientEvents, CmEventType.ROUTE_RESOLVED);
         int inlineBytes = inline ? Math.min(64, device.attributes().maxInlineData()) : 0;
         client = clientId.createQp(clientPd, attributes(clientCq, maxWr, inlineBytes));
-        ConnectionParameters parameters = new ConnectionParameters(null, 1, 1, 3, ConnectionParameters.RNR_RETRY_INFINITE);
+        ConnectionParameters parameters =
+                new ConnectionParameters(null, 1, 1, 3, ConnectionParameters.RNR_RETRY_INFINITE);
         clientId.connect(parameters);
         CmId incoming = await(serverEvents, CmEventType.CONNECT_REQUEST).id();
         resources.push(incoming);

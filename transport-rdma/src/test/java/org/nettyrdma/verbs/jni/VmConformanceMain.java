@@ -43,7 +43,8 @@ public final class VmConformanceMain {
                 only.addAll(Arrays.asList(arg.substring("--only=".length()).split(",")));
             } else {
                 int eq = arg.indexOf('=');
-                devices.add(eq < 0 ? new String[] {arg, arg} : new String[] {arg.substring(0, eq), arg.substring(eq + 1)});
+                devices.add(eq < 0 ? new String[] {arg, arg}
+                        : new String[] {arg.substring(0, eq), arg.substring(eq + 1)});
             }
         }
         if (devices.isEmpty()) {
