@@ -96,7 +96,8 @@ public final class TransportDemo {
         out.println("One process; per transport a server and a client event loop (one thread each) on " + host
                 + ", the same handlers on each.");
         out.println();
-        out.printf(Locale.ROOT, "%-17s %s %s%n", "", center("64 B ping-pong", 17), center("streaming, MB/s", 26));
+        out.println((" ".repeat(18) + center("64 B ping-pong", 17) + ' ' + center("streaming, MB/s", 26))
+                .stripTrailing());
         out.printf(Locale.ROOT, "%-17s %8s %8s %8s %8s %8s%n", "transport", "p50 µs", "p99 µs", "64 B", "4 KiB",
                 "64 KiB");
         boolean failed = false;
@@ -409,7 +410,8 @@ public final class TransportDemo {
 
         @Override
         public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-            done.tryFailure(cause);
+            done.tryFailure(new IOException("streaming failed after " + written + " bytes were written ("
+                    + cause + "); did the server find it corrupted? see its log", cause));
             ctx.close();
         }
     }

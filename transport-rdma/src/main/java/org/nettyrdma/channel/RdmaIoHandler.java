@@ -75,9 +75,16 @@ public final class RdmaIoHandler implements IoHandler {
         return newFactory(new RdmaIoHandlerConfig());
     }
 
+    /**
+     * A factory for handlers with {@code config}. With the native provider it fails at once (not when the group
+     * starts its loops) where {@link Rdma#isAvailable()} is false, with {@link Rdma#unavailabilityCause()}.
+     */
     public static IoHandlerFactory newFactory(RdmaIoHandlerConfig config) {
         ObjectUtil.checkNotNull(config, "config");
         RdmaIoHandlerConfig copy = config.copy();
+        if (RdmaIoHandlerConfig.PROVIDER_NATIVE.equals(copy.getProvider())) {
+            Rdma.ensureAvailability();
+        }
         return executor -> {
             try {
                 return new RdmaIoHandler(executor, copy);
