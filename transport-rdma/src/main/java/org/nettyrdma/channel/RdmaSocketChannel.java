@@ -788,6 +788,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         private final int[] pendEnd;
         private int pendHead;
         private int pendCount;
+        /** Receive buffers the pipeline holds (delivered without a copy, not yet released). */
+        private int lent;
 
         boolean removing;
         boolean flushAfterRemove;
@@ -874,9 +876,13 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             handler.counters().workRequestsPosted++;
         }
 
-        /** A receive buffer came back (from the application or from a control message): post it again. */
+        /** A receive buffer came back from the application: post it again. */
         private void repost(int slot) {
+            lent--;
             if (destroyed) {
+                if (lent == 0) {
+                    recvRegion.close(); // the last buffer the application held: now the memory can go
+                }
                 return;
             }
             try {
@@ -982,6 +988,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             int n;
             if (allocHandle.guess() >= remaining) {
                 buf = RdmaByteBufAllocator.trackLeaks(recvBufs[slot].reuse(offset, end));
+                lent++;
                 n = remaining;
                 allocHandle.attemptedBytesRead(remaining);
                 dequeue();
@@ -1377,9 +1384,10 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 logger.debug("destroying the QP failed", e);
             }
             queues.release(reservedCqEntries);
-            // buffers the application still holds stay valid Java memory; only the registrations go
             pendCount = 0;
-            recvRegion.close();
+            if (lent == 0) {
+                recvRegion.close();
+            } // else the last receive buffer the application releases closes it (repost): never freed under a reader
             if (stagingRegion != null) {
                 stagingRegion.close();
             }
