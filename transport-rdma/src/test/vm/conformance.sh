@@ -9,28 +9,18 @@
 # longer vm/run command) it runs the tests directly. JAVA_HOME picks the JDK (the guest sees the host's).
 # Exit code: VmConformanceMain's (0 all passed, 1 failures, 2 unusable), or vm/run's (124 timeout, 125 no VM).
 set -euo pipefail
-module=$(cd "$(dirname "$0")/../../.." && pwd)
-root=$(cd "$module/.." && pwd)
+. "$(dirname "$0")/common.sh"
 self=$module/src/test/vm/conformance.sh
-cpfile=$module/target/vm-test-classpath.txt
 
 if [ -z "${NETTY_RDMA_VM:-}" ]; then
   # host: check the build, save the test classpath (from Maven, once), boot the VM with this script
-  [ -f "$module/target/test-classes/org/nettyrdma/verbs/jni/VmConformanceMain.class" ] ||
-    { echo "conformance.sh: build first: mvn -pl transport-rdma -am test-compile" >&2; exit 2; }
-  ls "$module"/target/classes/META-INF/native/libnetty_rdma_*.so > /dev/null 2>&1 ||
-    { echo "conformance.sh: no native library in target/classes" \
-        "(apt-get install gcc libibverbs-dev librdmacm-dev, then rebuild)" >&2; exit 2; }
-  if [ ! -s "$cpfile" ] || [ "$module/pom.xml" -nt "$cpfile" ]; then
-    (cd "$root" && mvn -B -q -o -pl transport-rdma dependency:build-classpath -Dmdep.includeScope=test \
-      -Dmdep.outputFile="$cpfile") || { echo "conformance.sh: mvn dependency:build-classpath failed" >&2; exit 2; }
-  fi
+  vm_prepare_host org/nettyrdma/verbs/jni/VmConformanceMain
   [ "${1:-}" = --prepare ] && exit 0
   exec "$root/vm/run" -- "$self" "$@"
 fi
-[ -s "$cpfile" ] || { echo "conformance.sh: no $cpfile: run conformance.sh --prepare on the host first" >&2; exit 2; }
 
 # guest: root, RXE_IP and SIW_IP set by vm/run
+vm_guest_setup
 ulimit -l unlimited
 only=() devices=()
 for arg in "$@"; do
@@ -42,10 +32,6 @@ for arg in "$@"; do
   esac
 done
 ((${#devices[@]})) || devices=("rxe0=$RXE_IP" "siw0=$SIW_IP")
-# logging jars of netty-testsuite are left out: the runner prints its own lines
-deps=$(tr ':' '\n' < "$cpfile" | grep -Ev '/(logback-[a-z]+|slf4j-api)-[^/]*\.jar$' | paste -sd: -)
-java=${JAVA_HOME:+$JAVA_HOME/bin/}java
-echo "conformance.sh: $("$java" -version 2>&1 | head -1), devices ${devices[*]}"
-exec "$java" -Xcheck:jni -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-  -cp "$module/target/classes:$module/target/test-classes:$deps" \
+echo "conformance.sh: $("$vm_java" -version 2>&1 | head -1), devices ${devices[*]}"
+exec "$vm_java" -Xcheck:jni -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp "$vm_classpath" \
   org.nettyrdma.verbs.jni.VmConformanceMain "${only[@]}" "${devices[@]}"

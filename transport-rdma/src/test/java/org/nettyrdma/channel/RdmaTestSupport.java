@@ -23,8 +23,11 @@ import io.netty.util.concurrent.Future;
 import io.netty.util.concurrent.SingleThreadEventExecutor;
 
 import java.lang.reflect.Method;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Queue;
 import java.util.Random;
@@ -41,29 +44,120 @@ import java.util.function.Supplier;
 import java.util.zip.CRC32C;
 
 /**
- * Shared fixture of the RdmaTransport*Test classes: event loop groups on the emulated provider, bootstraps, a
+ * Shared fixture of the RdmaTransport*Test classes: event loop groups on the provider under test, bootstraps, a
  * deterministic byte stream (so that every received byte can be checked against where it belongs), a back-pressured
  * stream writer and a checking stream reader, and bounded waits that fail with a description of the state.
+ *
+ * <p>By default the tests run on the emulated provider, servers on 127.0.0.1 (which the emulated fabric's device owns),
+ * at full size. System properties run them elsewhere, e.g. on a real device in the VM (transport-rdma/src/test/vm/
+ * transport.sh): {@value #PROVIDER_PROPERTY} ({@code emulated} or {@code native}), {@value #ADDRESS_PROPERTY} (the
+ * IP servers bind to and clients connect to: the device's), {@value #SCALE_PROPERTY} (a factor for the large tests:
+ * byte counts times the scale, connection counts times its square root) and {@value #BLACKHOLE_PROPERTY} (addresses
+ * that resolve and never answer, for the connect time-out on the native provider). They are read when used, so that a
+ * runner can change the address between devices.
  */
 final class RdmaTestSupport {
-    /** Where servers bind: the emulated fabric's device owns loopback. */
-    static final InetSocketAddress LOOPBACK_ANY_PORT = new InetSocketAddress("127.0.0.1", 0);
+    static final String PROVIDER_PROPERTY = "org.nettyrdma.test.provider";
+    static final String ADDRESS_PROPERTY = "org.nettyrdma.test.address";
+    static final String SCALE_PROPERTY = "org.nettyrdma.test.scale";
+    static final String BLACKHOLE_PROPERTY = "org.nettyrdma.test.blackhole";
 
     private RdmaTestSupport() {
     }
 
-    static RdmaIoHandlerConfig emulatedConfig() {
-        return new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED).setBusyPollNanos(0);
+    /** The provider under test: emulated unless {@value #PROVIDER_PROPERTY} says. */
+    static String provider() {
+        String p = System.getProperty(PROVIDER_PROPERTY, RdmaIoHandlerConfig.PROVIDER_EMULATED);
+        if (!RdmaIoHandlerConfig.PROVIDER_EMULATED.equals(p) && !RdmaIoHandlerConfig.PROVIDER_NATIVE.equals(p)) {
+            throw new IllegalArgumentException(PROVIDER_PROPERTY + "=" + p + " (expected emulated or native)");
+        }
+        return p;
     }
 
-    /** A group of RDMA event loops on the emulated provider. */
+    static boolean isNative() {
+        return RdmaIoHandlerConfig.PROVIDER_NATIVE.equals(provider());
+    }
+
+    /** The IP servers bind to and clients connect to: 127.0.0.1 unless {@value #ADDRESS_PROPERTY} says. */
+    static String address() {
+        return System.getProperty(ADDRESS_PROPERTY, "127.0.0.1");
+    }
+
+    /** Where servers bind: {@link #address()}, any port. */
+    static InetSocketAddress anyPort() {
+        return new InetSocketAddress(address(), 0);
+    }
+
+    /** The size factor of the large tests: 1 unless {@value #SCALE_PROPERTY} says. */
+    static double scale() {
+        double scale = Double.parseDouble(System.getProperty(SCALE_PROPERTY, "1"));
+        if (!(scale > 0 && scale <= 1)) {
+            throw new IllegalArgumentException(SCALE_PROPERTY + "=" + scale + " (expected 0 < scale <= 1)");
+        }
+        return scale;
+    }
+
+    /** {@code bytes} times the {@linkplain #scale() scale}, rounded down to a multiple of {@code unit} (at least 1). */
+    static long scaledBytes(long bytes, long unit) {
+        return Math.max(unit, (long) (bytes * scale()) / unit * unit);
+    }
+
+    /**
+     * {@code count} connections times the square root of the {@linkplain #scale() scale} (connection set-up costs
+     * more than bytes do: a scale of 1/16 turns 1 GiB into 64 MiB and 200 connections into 50), at least one.
+     */
+    static int scaledConnections(int count) {
+        return Math.max(1, (int) Math.round(count * Math.sqrt(scale())));
+    }
+
+    /**
+     * The first address of {@value #BLACKHOLE_PROPERTY} (comma-separated) on the /24 (IPv4) or /64 (IPv6) of
+     * {@code address}, or null: an address that resolves and never answers, for the connect time-out.
+     */
+    static String blackholeNear(String address) {
+        byte[] own;
+        try {
+            own = InetAddress.getByName(address).getAddress();
+        } catch (UnknownHostException e) {
+            throw new IllegalArgumentException(ADDRESS_PROPERTY + "=" + address, e);
+        }
+        for (String candidate : System.getProperty(BLACKHOLE_PROPERTY, "").split(",")) {
+            if (candidate.isBlank()) {
+                continue;
+            }
+            byte[] b;
+            try {
+                b = InetAddress.getByName(candidate.trim()).getAddress();
+            } catch (UnknownHostException e) {
+                throw new IllegalArgumentException(BLACKHOLE_PROPERTY + ": " + candidate, e);
+            }
+            int prefix = own.length == 4 ? 3 : 8;
+            if (b.length == own.length && Arrays.equals(b, 0, prefix, own, 0, prefix)) {
+                return candidate.trim();
+            }
+        }
+        return null;
+    }
+
+    /** The settings of the tests' event loops: the provider under test, no busy polling. */
+    static RdmaIoHandlerConfig config() {
+        return new RdmaIoHandlerConfig().setProvider(provider()).setBusyPollNanos(0);
+    }
+
+    /** A group of RDMA event loops on the provider under test. */
     static MultiThreadIoEventLoopGroup newGroup(int threads, String name) {
         return newGroup(threads, name, null);
     }
 
     /** As {@link #newGroup(int, String)}, and adds each loop's {@link RdmaIoHandler} to {@code handlers}. */
     static MultiThreadIoEventLoopGroup newGroup(int threads, String name, List<RdmaIoHandler> handlers) {
-        IoHandlerFactory factory = RdmaIoHandler.newFactory(emulatedConfig());
+        return newGroup(threads, name, handlers, config());
+    }
+
+    /** As {@link #newGroup(int, String, List)}, with {@code config} (from {@link #config()}). */
+    static MultiThreadIoEventLoopGroup newGroup(int threads, String name, List<RdmaIoHandler> handlers,
+                                                RdmaIoHandlerConfig config) {
+        IoHandlerFactory factory = RdmaIoHandler.newFactory(config);
         IoHandlerFactory capturing = executor -> {
             IoHandler h = factory.newHandler(executor);
             if (handlers != null) {

@@ -83,7 +83,7 @@ class RdmaTransportBackpressureTest {
                         childRef.set((RdmaSocketChannel) ch);
                         ch.pipeline().addLast(reader, serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
 
         WritabilityRecorder writability = new WritabilityRecorder();
         RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)

@@ -10,6 +10,7 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
+import io.netty.channel.WriteBufferWaterMark;
 import io.netty.util.ReferenceCountUtil;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -21,10 +22,16 @@ import org.junit.jupiter.api.parallel.Isolated;
 import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
 import org.nettyrdma.channel.RdmaTestSupport.Pattern;
 import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
+import org.nettyrdma.channel.RdmaTestSupport.StreamWriter;
 
+import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
+import java.net.InetSocketAddress;
 import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Queue;
@@ -41,8 +48,12 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-/** How a peer's close looks: abortive (a reset), orderly (a quiet end of stream), and what happens to pending writes. */
+/**
+ * How a peer's close looks: abortive (a reset), orderly (a quiet end of stream), a peer process that is killed, and what
+ * happens to pending writes.
+ */
 @Isolated("transport-level checks: global allocator counts, throughput, time bounds")
 @Execution(ExecutionMode.SAME_THREAD)
 class RdmaTransportCloseTest {
@@ -78,7 +89,7 @@ class RdmaTransportCloseTest {
                             }
                         }, serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
         EventRecorder events = new EventRecorder();
         Channel client = RdmaTestSupport.clientBootstrap(clientGroup).handler(events)
                 .connect(server.localAddress()).sync().channel();
@@ -118,7 +129,7 @@ class RdmaTransportCloseTest {
                             }
                         }, serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
         EventRecorder events = new EventRecorder();
         Channel client = RdmaTestSupport.clientBootstrap(clientGroup).handler(events)
                 .connect(server.localAddress()).sync().channel();
@@ -160,7 +171,7 @@ class RdmaTransportCloseTest {
                             }
                         }, serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
         try {
             for (int i = 0; i < CONNECTIONS_AFTER_REPLY; i++) {
                 int reply = sizes[i % sizes.length];
@@ -199,7 +210,7 @@ class RdmaTransportCloseTest {
                         childRef.set((RdmaSocketChannel) ch);
                         ch.pipeline().addLast(serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
         EventRecorder events = new EventRecorder();
         RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
                 .option(RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, 1000)
@@ -269,6 +280,153 @@ class RdmaTransportCloseTest {
         assertTrue(events.exceptions.isEmpty(), () -> "client exceptionCaught: " + events.exceptions);
         assertNull(client.unsafe().outboundBuffer(), "outbound buffer after close");
         server.close().sync();
+    }
+
+    /**
+     * A peer that just goes away: another process, connected and streaming both ways, is killed (SIGKILL). The kernel
+     * tears its RDMA resources down (RoCE: the RDMA CM sends a disconnect request for the destroyed id; iWARP: the
+     * TCP connection ends), and the server's channel must see it: at most an IOException, then inactive, the writes it
+     * had pending failed, every byte it read the right one; and the listener goes on accepting. Native provider only:
+     * the emulated fabric lives in one JVM.
+     */
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void killedPeerProcessIsSeenAsGone() throws Exception {
+        assumeTrue(RdmaTestSupport.isNative(),
+                "a peer in another process needs the native provider: the emulated fabric lives in one JVM");
+        Pattern pattern = Pattern.standard();
+        StreamReader reader = new StreamReader(Long.MAX_VALUE, pattern);
+        StreamWriter writer = new StreamWriter(Long.MAX_VALUE, pattern, RdmaTestSupport.mixedPlan(64 << 10), 5);
+        AtomicInteger accepted = new AtomicInteger();
+        AtomicReference<RdmaSocketChannel> childRef = new AtomicReference<>();
+        ExceptionRecorder laterErrors = new ExceptionRecorder();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(256 << 10, 512 << 10))
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        if (accepted.getAndIncrement() == 0) {
+                            childRef.set((RdmaSocketChannel) ch);
+                            ch.pipeline().addLast(reader, writer); // the reader sees exceptions first
+                        } else {
+                            ch.pipeline().addLast(laterErrors);
+                        }
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        InetSocketAddress at = (InetSocketAddress) server.localAddress();
+        List<String> output = new CopyOnWriteArrayList<>();
+        Process peer = PeerProcess.start(at, output);
+        try {
+            Supplier<String> state = () -> "server child " + reader.state() + ", " + writer.state() + ", counters "
+                    + (childRef.get() == null ? null : childRef.get().counters()) + ", peer process "
+                    + (peer.isAlive() ? "alive" : "exit code " + peer.exitValue()) + ", its output " + output;
+            RdmaTestSupport.awaitCondition("1 MiB each way with the peer process",
+                    () -> reader.received >= 1 << 20 && childRef.get().counters().bytesSent() >= 1 << 20
+                            || !peer.isAlive(), 60_000, state);
+            assertTrue(peer.isAlive(), state.get());
+            long receivedBefore = reader.received;
+            peer.destroyForcibly();
+            assertTrue(peer.waitFor(10, TimeUnit.SECONDS), "the peer process did not end after SIGKILL");
+            long killed = System.nanoTime();
+            RdmaSocketChannel child = childRef.get();
+            RdmaTestSupport.await(reader.inactive, 30_000, "server child inactive after the peer process was killed",
+                    state);
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killed);
+            System.out.println("[RdmaTransportCloseTest] peer process killed after " + receivedBefore + " bytes read, "
+                    + child.counters().bytesSent() + " sent: server child inactive " + millis + " ms later, events "
+                    + reader.events);
+
+            assertTrue(reader.exceptions.size() <= 1, () -> "more than one exception: " + state.get());
+            for (Throwable t : reader.exceptions) {
+                assertInstanceOf(IOException.class, t, () -> "exception of the server child: "
+                        + RdmaTestSupport.describe(t) + "; " + state.get());
+            }
+            if (reader.done.isCompletedExceptionally()) { // by an exception, never by a wrong byte
+                Throwable why = reader.done.handle((v, t) -> t).join();
+                assertInstanceOf(IOException.class, why, () -> "the server child's stream failed with "
+                        + RdmaTestSupport.describe(why) + "; " + state.get());
+            }
+            Throwable writeFailure = RdmaTestSupport.await(writer.done.handle((v, t) -> t), 10_000,
+                    "the server child's pending writes failed", state);
+            assertTrue(writeFailure != null, () -> "the server child's writes to a dead peer succeeded: " + state.get());
+            assertNull(child.unsafe().outboundBuffer(), "outbound buffer after the close");
+            assertFalse(child.isOpen(), "server child open after its peer was killed");
+
+            // the listener still accepts
+            Channel again = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter())
+                    .connect(at).sync().channel();
+            RdmaTestSupport.awaitCondition("a new connection accepted", () -> accepted.get() == 2, 10_000, state);
+            again.close().sync();
+            assertTrue(laterErrors.exceptions.isEmpty(), () -> "exceptions of the later connection: "
+                    + laterErrors.exceptions);
+        } finally {
+            peer.destroyForcibly();
+            server.close().sync();
+        }
+    }
+
+    /**
+     * The peer of {@link #killedPeerProcessIsSeenAsGone} in its own JVM (same class path and provider): connects,
+     * streams the pattern, discards what it reads, and waits to be killed.
+     */
+    static final class PeerProcess {
+        private PeerProcess() {
+        }
+
+        public static void main(String[] args) throws Exception {
+            EventLoopGroup group = RdmaTestSupport.newGroup(1, "peer-process");
+            StreamWriter writer = new StreamWriter(Long.MAX_VALUE, Pattern.standard(),
+                    RdmaTestSupport.mixedPlan(64 << 10), 6);
+            Channel ch = RdmaTestSupport.clientBootstrap(group)
+                    .option(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(256 << 10, 512 << 10))
+                    .handler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel c) {
+                            c.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                                @Override
+                                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                    ReferenceCountUtil.release(msg);
+                                }
+                            }, writer);
+                        }
+                    }).connect(args[0], Integer.parseInt(args[1])).sync().channel();
+            System.out.println("peer: connected " + ch.localAddress() + " -> " + ch.remoteAddress());
+            ch.closeFuture().await(); // until killed
+            System.out.println("peer: closed, " + writer.state());
+            RdmaTestSupport.shutdown(group);
+        }
+
+        /** Starts the peer JVM with this one's system properties and JVM options; its output goes to {@code output}. */
+        static Process start(InetSocketAddress server, List<String> output) throws IOException {
+            List<String> command = new ArrayList<>();
+            command.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+            for (String a : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+                if (a.startsWith("-D") || a.startsWith("-XX:") || a.startsWith("-Xcheck")) {
+                    command.add(a);
+                }
+            }
+            command.add("-D" + RdmaTestSupport.PROVIDER_PROPERTY + "=" + RdmaTestSupport.provider());
+            command.add("-D" + RdmaTestSupport.ADDRESS_PROPERTY + "=" + RdmaTestSupport.address());
+            command.add("-cp");
+            command.add(System.getProperty("java.class.path"));
+            command.add(PeerProcess.class.getName());
+            command.add(server.getAddress().getHostAddress());
+            command.add(String.valueOf(server.getPort()));
+            Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
+            Thread drain = new Thread(() -> {
+                try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(),
+                        StandardCharsets.UTF_8))) {
+                    for (String line; (line = r.readLine()) != null; ) {
+                        output.add(line);
+                    }
+                } catch (IOException e) {
+                    output.add("(output: " + e + ")");
+                }
+            }, "peer-process-output");
+            drain.setDaemon(true);
+            drain.start();
+            return p;
+        }
     }
 
     private static ByteBuf buffer(int size, int fill) {

@@ -88,7 +88,7 @@ class RdmaTransportHalfCloseTest {
                         childRef.set((RdmaSocketChannel) ch);
                         ch.pipeline().addLast(serverReader);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
 
         StreamReader clientReader = new StreamReader(REPLY, replyPattern);
         RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
@@ -152,7 +152,7 @@ class RdmaTransportHalfCloseTest {
                         childRef.set((RdmaSocketChannel) ch);
                         ch.pipeline().addLast(serverReader);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
         StreamReader clientReader = new StreamReader(0, pattern);
         RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
                 .handler(clientReader)

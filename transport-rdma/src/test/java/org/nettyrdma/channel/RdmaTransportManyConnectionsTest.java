@@ -35,23 +35,32 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * 200 concurrent connections on single-threaded loops, each echoing a few KiB, in several rounds; after each round
  * every channel's registration is gone again. The rounds together need more completion-queue entries than one loop
  * has (16384 by default, 36 per connection), so resources that a closed connection does not give back make a later
- * round fail to connect.
+ * round fail to connect. At a {@linkplain RdmaTestSupport#scaledConnections smaller scale}, fewer connections on a
+ * proportionally smaller completion queue.
  */
 @Isolated("transport-level checks: global allocator counts, throughput, time bounds")
 @Execution(ExecutionMode.SAME_THREAD)
 class RdmaTransportManyConnectionsTest {
-    private static final int CONNECTIONS = 200;
+    private static final int FULL_CONNECTIONS = 200;
+    private static final int FULL_COMPLETION_QUEUE = 16384;
     private static final int ROUNDS = 3;
+
+    private int connections;
 
     @ParameterizedTest(name = "sharedLoop={0}")
     @ValueSource(booleans = {false, true})
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void manyConcurrentEchoConnectionsOnOneLoop(boolean sharedLoop) throws Exception {
+        connections = RdmaTestSupport.scaledConnections(FULL_CONNECTIONS);
+        RdmaIoHandlerConfig config = RdmaTestSupport.config();
+        if (connections < FULL_CONNECTIONS) {
+            config.setCompletionQueueSize(FULL_COMPLETION_QUEUE * connections / FULL_CONNECTIONS);
+        }
         List<RdmaIoHandler> serverHandlers = new CopyOnWriteArrayList<>();
         List<RdmaIoHandler> clientHandlers = new CopyOnWriteArrayList<>();
-        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "many-server", serverHandlers);
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "many-server", serverHandlers, config);
         EventLoopGroup clientGroup = sharedLoop ? serverGroup : RdmaTestSupport.newGroup(1, "many-client",
-                clientHandlers);
+                clientHandlers, config);
         try {
             run(serverGroup, clientGroup, sharedLoop, sharedLoop ? serverHandlers : clientHandlers, serverHandlers);
         } finally {
@@ -72,7 +81,7 @@ class RdmaTransportManyConnectionsTest {
                         children.add(ch);
                         ch.pipeline().addLast(Echo.INSTANCE, serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
         long baselineBuffers = RdmaByteBufAllocator.DEFAULT.buffersInUse();
         int serverBase = RdmaTestSupport.registeredChannels(serverGroup);
         assertEquals(1, serverBase, "registrations of the server loop with only the listener");
@@ -82,7 +91,7 @@ class RdmaTransportManyConnectionsTest {
             List<StreamReader> readers = new ArrayList<>();
             List<ChannelFuture> connects = new ArrayList<>();
             long roundBytes = 0;
-            for (int i = 0; i < CONNECTIONS; i++) {
+            for (int i = 0; i < connections; i++) {
                 int len = 2048 + (i * 37 + round * 101) % 4096;
                 long offset = i * 7919L + round * 104_729L;
                 roundBytes += len;
@@ -98,18 +107,18 @@ class RdmaTransportManyConnectionsTest {
                     + ", client registrations=" + RdmaTestSupport.registeredChannels(clientGroup)
                     + ", serverErrors=" + first(serverErrors.exceptions);
             RdmaTestSupport.awaitAll(connects, 30_000, "connects of round " + round);
-            for (int i = 0; i < CONNECTIONS; i++) {
+            for (int i = 0; i < connections; i++) {
                 ChannelFuture f = connects.get(i);
                 if (!f.isSuccess()) {
                     throw new AssertionError("round " + round + ": connect #" + i + " failed; " + state.get(),
                             f.cause());
                 }
             }
-            for (int i = 0; i < CONNECTIONS; i++) {
+            for (int i = 0; i < connections; i++) {
                 RdmaTestSupport.await(readers.get(i).done, 30_000, "round " + round + ": echo of connection #" + i,
                         state);
             }
-            assertEquals(CONNECTIONS, children.size(), "accepted channels in round " + round);
+            assertEquals(connections, children.size(), "accepted channels in round " + round);
 
             List<ChannelFuture> closes = new ArrayList<>();
             for (ChannelFuture f : connects) {
@@ -130,7 +139,7 @@ class RdmaTransportManyConnectionsTest {
                     () -> RdmaTestSupport.registeredChannels(serverGroup) == expectedRegistrations
                             && (sharedLoop || RdmaTestSupport.registeredChannels(clientGroup) == 0),
                     10_000, state);
-            for (int i = 0; i < CONNECTIONS; i++) {
+            for (int i = 0; i < connections; i++) {
                 StreamReader reader = readers.get(i);
                 assertTrue(reader.exceptions.isEmpty(), "client #" + i + " exceptions: " + reader.exceptions);
             }

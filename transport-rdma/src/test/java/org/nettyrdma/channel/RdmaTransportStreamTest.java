@@ -29,13 +29,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Byte-exact delivery of large streams: random-sized writes of every kind of buffer, with back-pressure, checked byte
- * by byte against their place in the stream and by CRC32C on both ends, and by the exact count.
+ * by byte against their place in the stream and by CRC32C on both ends, and by the exact count. 1 GiB one way and
+ * 64 MiB echoed, times {@link RdmaTestSupport#scaledBytes the scale}.
  */
 @Isolated("transport-level checks: global allocator counts, throughput, time bounds")
 @Execution(ExecutionMode.SAME_THREAD)
 class RdmaTransportStreamTest {
     private static final long ONE_GIB = 1L << 30;
-    private static final long ECHO_BYTES = 64L << 20;
+    private static final long SIXTY_FOUR_MIB = 64L << 20;
     private static final int MAX_WRITE = 256 << 10;
 
     private EventLoopGroup serverGroup;
@@ -55,8 +56,9 @@ class RdmaTransportStreamTest {
     @Test
     @Timeout(value = 180, unit = TimeUnit.SECONDS)
     void oneGibibyteClientToServerIsDeliveredByteExact() throws Exception {
+        long total = RdmaTestSupport.scaledBytes(ONE_GIB, 1);
         Pattern pattern = Pattern.standard();
-        StreamReader reader = new StreamReader(ONE_GIB, pattern);
+        StreamReader reader = new StreamReader(total, pattern);
         ExceptionRecorder serverErrors = new ExceptionRecorder();
         AtomicReference<RdmaSocketChannel> child = new AtomicReference<>();
         Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
@@ -66,8 +68,8 @@ class RdmaTransportStreamTest {
                         child.set((RdmaSocketChannel) ch);
                         ch.pipeline().addLast(reader, serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
-        StreamWriter writer = new StreamWriter(ONE_GIB, pattern, RdmaTestSupport.mixedPlan(MAX_WRITE), 42);
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        StreamWriter writer = new StreamWriter(total, pattern, RdmaTestSupport.mixedPlan(MAX_WRITE), 42);
         long start = System.nanoTime();
         RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
                 .option(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(512 << 10, 1 << 20))
@@ -81,15 +83,15 @@ class RdmaTransportStreamTest {
             RdmaTestSupport.await(writer.done, 150_000, "all writes succeeded", state);
             long received = RdmaTestSupport.await(reader.done, 150_000, "all bytes received", state);
             double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.printf("[RdmaTransportStreamTest] 1 GiB client->server in %.2f s: %.1f MiB/s, %d writes, "
-                            + "%d reads; client %s%n", seconds, ONE_GIB / seconds / (1 << 20), writer.writes,
-                    reader.reads, client.counters());
+            System.out.printf("[RdmaTransportStreamTest] %d MiB client->server in %.2f s: %.1f MiB/s, %d writes, "
+                            + "%d reads; client %s%n", total >> 20, seconds, total / seconds / (1 << 20),
+                    writer.writes, reader.reads, client.counters());
 
-            assertEquals(ONE_GIB, writer.written, "bytes written");
-            assertEquals(ONE_GIB, received, "bytes received");
+            assertEquals(total, writer.written, "bytes written");
+            assertEquals(total, received, "bytes received");
             assertEquals(writer.crc.getValue(), reader.crc.getValue(), "CRC32C of the stream, sender vs receiver");
-            assertEquals(ONE_GIB, client.counters().bytesSent(), "client counters().bytesSent()");
-            assertEquals(ONE_GIB, child.get().counters().bytesReceived(), "server child counters().bytesReceived()");
+            assertEquals(total, client.counters().bytesSent(), "client counters().bytesSent()");
+            assertEquals(total, child.get().counters().bytesReceived(), "server child counters().bytesReceived()");
             assertTrue(writer.exceptions.isEmpty(), () -> "client exceptions: " + writer.exceptions);
             assertTrue(reader.exceptions.isEmpty() && serverErrors.exceptions.isEmpty(),
                     () -> "server exceptions: " + reader.exceptions + serverErrors.exceptions);
@@ -99,13 +101,14 @@ class RdmaTransportStreamTest {
         }
         // nothing after the last byte
         RdmaTestSupport.awaitCondition("server child closed", () -> !child.get().isOpen(), 15_000, state);
-        assertEquals(ONE_GIB, reader.received, "bytes received by the time the connection closed");
+        assertEquals(total, reader.received, "bytes received by the time the connection closed");
         assertTrue(reader.exceptions.isEmpty(), () -> "server exceptions: " + reader.exceptions);
     }
 
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void sixtyFourMebibytesEchoBothWaysByteExact() throws Exception {
+        long echoBytes = RdmaTestSupport.scaledBytes(SIXTY_FOUR_MIB, 1);
         Pattern pattern = Pattern.standard();
         ExceptionRecorder serverErrors = new ExceptionRecorder();
         AtomicReference<RdmaSocketChannel> child = new AtomicReference<>();
@@ -117,9 +120,9 @@ class RdmaTransportStreamTest {
                         child.set((RdmaSocketChannel) ch);
                         ch.pipeline().addLast(new BackPressuredEcho(), serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
-        StreamWriter writer = new StreamWriter(ECHO_BYTES, pattern, RdmaTestSupport.mixedPlan(MAX_WRITE), 7);
-        StreamReader reader = new StreamReader(ECHO_BYTES, pattern);
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        StreamWriter writer = new StreamWriter(echoBytes, pattern, RdmaTestSupport.mixedPlan(MAX_WRITE), 7);
+        StreamReader reader = new StreamReader(echoBytes, pattern);
         long start = System.nanoTime();
         RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
                 .option(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(256 << 10, 512 << 10))
@@ -140,16 +143,16 @@ class RdmaTransportStreamTest {
             RdmaTestSupport.await(writer.done, 100_000, "all writes succeeded", state);
             long echoed = RdmaTestSupport.await(reader.done, 100_000, "all bytes echoed back", state);
             double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.printf("[RdmaTransportStreamTest] 64 MiB echo in %.2f s: %.1f MiB/s each way; client %s, "
-                    + "server child %s%n", seconds, ECHO_BYTES / seconds / (1 << 20), client.counters(),
-                    child.get().counters());
+            System.out.printf("[RdmaTransportStreamTest] %d MiB echo in %.2f s: %.1f MiB/s each way; client %s, "
+                    + "server child %s%n", echoBytes >> 20, seconds, echoBytes / seconds / (1 << 20),
+                    client.counters(), child.get().counters());
 
-            assertEquals(ECHO_BYTES, echoed, "bytes echoed back");
+            assertEquals(echoBytes, echoed, "bytes echoed back");
             assertEquals(writer.crc.getValue(), reader.crc.getValue(), "CRC32C, sent vs echoed back");
-            assertEquals(ECHO_BYTES, client.counters().bytesSent(), "client bytesSent");
-            assertEquals(ECHO_BYTES, client.counters().bytesReceived(), "client bytesReceived");
-            assertEquals(ECHO_BYTES, child.get().counters().bytesSent(), "server child bytesSent");
-            assertEquals(ECHO_BYTES, child.get().counters().bytesReceived(), "server child bytesReceived");
+            assertEquals(echoBytes, client.counters().bytesSent(), "client bytesSent");
+            assertEquals(echoBytes, client.counters().bytesReceived(), "client bytesReceived");
+            assertEquals(echoBytes, child.get().counters().bytesSent(), "server child bytesSent");
+            assertEquals(echoBytes, child.get().counters().bytesReceived(), "server child bytesReceived");
             assertTrue(writer.exceptions.isEmpty() && reader.exceptions.isEmpty(),
                     () -> "client exceptions: " + writer.exceptions + reader.exceptions);
             assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);

@@ -128,7 +128,7 @@ class RdmaTransportZeroCopyTest {
                         child.set((RdmaSocketChannel) ch);
                         ch.pipeline().addLast(reader, serverErrors);
                     }
-                }).bind(RdmaTestSupport.LOOPBACK_ANY_PORT).sync().channel();
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
         StreamWriter writer = new StreamWriter(TOTAL, pattern, plan, 3);
         RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
                 .handler(writer).connect(server.localAddress()).sync().channel();

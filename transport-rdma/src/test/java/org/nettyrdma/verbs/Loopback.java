@@ -178,10 +178,12 @@ final class Loopback {
         server.id = incoming;
         beforeAccept.run(server.createQp(options));
         incoming.accept(parameters(options.acceptData));
-        assertSame(incoming, serverEvents.await(CmEventType.ESTABLISHED).id(), "ESTABLISHED names the accepted id");
+        // the client's first: on IB and RoCE librdmacm sends the RTU, which gives the server its ESTABLISHED, from
+        // within the client's rdma_get_cm_event of the accept's reply
         CmEvent established = clientEvents.await(CmEventType.ESTABLISHED);
         assertSame(client.id, established.id(), "ESTABLISHED names the connecting id");
         establishedData = Arrays.copyOf(established.privateData(), established.privateDataLength());
+        assertSame(incoming, serverEvents.await(CmEventType.ESTABLISHED).id(), "ESTABLISHED names the accepted id");
     }
 
     interface QpStep {
@@ -237,6 +239,23 @@ final class Loopback {
         return got;
     }
 
+    /** Every completion that {@code cq} yields within {@code nanos}, failing on a poll error. */
+    List<Wc> pollFor(CompletionQueue cq, long nanos) {
+        List<Wc> got = new ArrayList<>();
+        long deadline = System.nanoTime() + nanos;
+        do {
+            int rc = cq.poll(completions, completions.capacity());
+            if (rc < 0) {
+                fail("ibv_poll_cq returned " + Errno.describe(rc) + " after " + got);
+            }
+            for (int i = 0; i < rc; i++) {
+                got.add(Wc.of(completions, i));
+            }
+            LockSupport.parkNanos(POLL_PAUSE_NANOS * 50);
+        } while (System.nanoTime() - deadline < 0);
+        return got;
+    }
+
     /** One poll for at most one completion: the return code of {@code ibv_poll_cq}. */
     int pollOnce(CompletionQueue cq) {
         return cq.poll(completions, 1);
@@ -279,6 +298,30 @@ final class Loopback {
             }
             LockSupport.parkNanos(POLL_PAUSE_NANOS * 50);
         } while (System.nanoTime() - deadline < 0);
+    }
+
+    // ---- queue pair state ----
+
+    /**
+     * Polls {@code qp.state()} until it is {@code state}, failing after {@link #TIMEOUT_NANOS}. Meanwhile it takes the
+     * events of both CM channels into their queues, where {@link Events#await} finds them later: a provider may learn
+     * a state only from an event (siw's {@code ibv_query_qp} does not report the state, so the JNI provider knows of an
+     * iWARP connection's end from DISCONNECTED).
+     */
+    void awaitState(QueuePair qp, QueuePair.QpState state, String what) {
+        long deadline = System.nanoTime() + TIMEOUT_NANOS;
+        for (;;) {
+            serverEvents.pump();
+            clientEvents.pump();
+            if (qp.state() == state) {
+                return;
+            }
+            if (System.nanoTime() - deadline > 0) {
+                fail(what + ": QP in " + qp.state() + ", " + state + " expected within "
+                        + TimeUnit.NANOSECONDS.toSeconds(TIMEOUT_NANOS) + " s");
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+        }
     }
 
     // ---- memory contents ----
@@ -405,19 +448,41 @@ final class Loopback {
         }
     }
 
-    /** A CM event channel with its own waiter and reused event. */
+    /**
+     * A CM event channel with its own waiter and reused event, and a queue of events taken from the channel by
+     * {@link #pump()} before a test asked for them.
+     */
     static final class Events {
         final CmEventChannel channel;
         final EventWaiter waiter;
         private final CmEvent event = new CmEvent();
+        private final Deque<CmEvent> taken = new ArrayDeque<>();
 
         Events(CmEventChannel channel, EventWaiter waiter) {
             this.channel = channel;
             this.waiter = waiter;
         }
 
+        /** Takes whatever events the channel has now into the queue (each a copy), without waiting. */
+        void pump() {
+            try {
+                while (channel.poll(event)) {
+                    CmEvent copy = new CmEvent();
+                    copy.set(event.type(), event.id(), event.listenId(), event.status(), event.privateData(),
+                            event.privateDataLength());
+                    taken.add(copy);
+                }
+            } catch (VerbsException e) {
+                throw new AssertionError(e.getMessage(), e);
+            }
+        }
+
         /** The next event (reused by the next call), or null after {@code timeoutNanos}. */
         CmEvent next(long timeoutNanos) {
+            CmEvent early = taken.poll();
+            if (early != null) {
+                return early;
+            }
             long deadline = System.nanoTime() + timeoutNanos;
             try {
                 while (!channel.poll(event)) {

@@ -11,12 +11,18 @@ import org.nettyrdma.verbs.Loopback.Events;
 import org.nettyrdma.verbs.Loopback.Wc;
 import org.nettyrdma.verbs.QueuePair.QpState;
 
+import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -52,14 +58,43 @@ import static org.nettyrdma.verbs.SendFlags.SIGNALED;
  * The behaviour every {@link VerbsProvider} must show (docs/verbs-spi.md), written once and run against each provider:
  * a concrete subclass names the provider and the IP of the device under test, and every test connects that device
  * to itself ({@link Loopback}). Nothing here may depend on a particular provider: what only the emulated provider can
- * do (fault injection, CQ overrun as a return code) is guarded by an assumption that says why. What differs by
- * transport (immediate data, RNR) branches on the device's transport instead, so those tests run on every device.
+ * do (fault injection) is guarded by an assumption that says why. What differs by transport (immediate data, RNR,
+ * when a send completes) branches on the device's transport instead, so those tests run on every device. Where devices
+ * report an error of one class with different statuses, the suite accepts the class: the sets below say which device
+ * reports which (the emulated provider reports the verbs specification's status, the first of each set). The few
+ * things soft-iWARP (siw) lacks are branches on {@link #isSoftIwarp()}, listed in docs/testing.md.
  */
 @Timeout(30)
 public abstract class VerbsConformanceSuite {
     private static final int SIZE = 4096;
     private static final int ALL = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ;
     private static final int IMM = 0xCAFE_0102;
+
+    /**
+     * A local SGE that names no live region of the QP's protection domain (a made-up, deregistered or foreign lkey), or
+     * a range outside its region. LOC_PROT_ERR: the verbs specification, hardware, the emulated provider, and rxe for a
+     * range outside a region. LOC_QP_OP_ERR: rxe for a key it cannot look up in the PD (its copy fails with EINVAL, not
+     * EFAULT), siw for all of these (it completes any send WQE it fails to process so).
+     */
+    public static final Set<Integer> LOCAL_PROTECTION_ERRORS = Set.of(WcStatus.LOC_PROT_ERR, WcStatus.LOC_QP_OP_ERR);
+    /**
+     * A receive that a SEND may not write (its region lacks LOCAL_WRITE). LOC_PROT_ERR: the verbs specification, the
+     * emulated provider. LOC_QP_OP_ERR: rxe (a "malformed WQE" to its responder). GENERAL_ERR: siw (a failed DDP
+     * placement).
+     */
+    public static final Set<Integer> RECEIVE_PROTECTION_ERRORS =
+            Set.of(WcStatus.LOC_PROT_ERR, WcStatus.LOC_QP_OP_ERR, WcStatus.GENERAL_ERR);
+    /**
+     * The receive of a message longer than it. LOC_LEN_ERR: the verbs specification, the emulated provider, siw.
+     * LOC_QP_OP_ERR: rxe (a "malformed WQE" to its responder).
+     */
+    public static final Set<Integer> RECEIVE_LENGTH_ERRORS = Set.of(WcStatus.LOC_LEN_ERR, WcStatus.LOC_QP_OP_ERR);
+    /**
+     * The SEND of a message longer than the receive. REM_INV_REQ_ERR: the verbs specification, the emulated provider.
+     * REM_OP_ERR: rxe (its responder answers a malformed WQE with a remote operational error NAK). On iWARP the send
+     * may also succeed: see {@link #assertRefusedByResponder}.
+     */
+    public static final Set<Integer> REQUESTER_LENGTH_ERRORS = Set.of(WcStatus.REM_INV_REQ_ERR, WcStatus.REM_OP_ERR);
 
     private Loopback fx;
     private End client;
@@ -155,13 +190,13 @@ public abstract class VerbsConformanceSuite {
     }
 
     @Test
-    void deregisteredRegionFailsWithLocProtErr() throws Exception {
+    void deregisteredRegionFailsWithLocalProtectionError() throws Exception {
         fx.connect(fx.options());
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
         out.close();
         out.close();
         client.send(1, out, 0, 16);
-        assertWc(client.sendCompletion(), 1, WcStatus.LOC_PROT_ERR);
+        assertWc(client.sendCompletion(), 1, LOCAL_PROTECTION_ERRORS);
     }
 
     @Test
@@ -176,39 +211,39 @@ public abstract class VerbsConformanceSuite {
     // ---- local checks -------------------------------------------------------------------------------------------
 
     @Test
-    void badLkeyFailsWithLocProtErr() throws Exception {
+    void badLkeyFailsWithLocalProtectionError() throws Exception {
         fx.connect(fx.options());
         MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
         server.recv(1, in, 0, SIZE);
         fx.wrs.setSend(0, 2, WrOpcode.SEND, SIGNALED).addSge(0, out.address(), 16, out.lkey() ^ 0x7f00_0000);
         fx.assertPosted(client.postSend(1));
-        assertWc(client.sendCompletion(), 2, WcStatus.LOC_PROT_ERR);
+        assertWc(client.sendCompletion(), 2, LOCAL_PROTECTION_ERRORS);
         assertEquals(QpState.ERROR, client.qp().state());
-        fx.assertNoCompletion(server.recvCq);
+        assertNothingDelivered(1);
     }
 
     @Test
-    void sgeBeyondRegionFailsWithLocProtErr() throws Exception {
+    void sgeBeyondRegionFailsWithLocalProtectionError() throws Exception {
         fx.connect(fx.options());
         MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
         server.recv(1, in, 0, SIZE);
         client.send(2, out, SIZE - 10, 20);
-        assertWc(client.sendCompletion(), 2, WcStatus.LOC_PROT_ERR);
-        fx.assertNoCompletion(server.recvCq);
+        assertWc(client.sendCompletion(), 2, LOCAL_PROTECTION_ERRORS);
+        assertNothingDelivered(1);
     }
 
     @Test
-    void regionOfAnotherPdFailsWithLocProtErr() throws Exception {
+    void regionOfAnotherPdFailsWithLocalProtectionError() throws Exception {
         fx.connect(fx.options());
         ProtectionDomain otherPd = fx.own(fx.device.allocPd());
         MemoryRegion foreign = fx.register(otherPd, SIZE, LOCAL_WRITE);
         MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
         server.recv(1, in, 0, SIZE);
         client.send(2, foreign, 0, 16);
-        assertWc(client.sendCompletion(), 2, WcStatus.LOC_PROT_ERR);
-        fx.assertNoCompletion(server.recvCq);
+        assertWc(client.sendCompletion(), 2, LOCAL_PROTECTION_ERRORS);
+        assertNothingDelivered(1);
     }
 
     @Test
@@ -218,10 +253,9 @@ public abstract class VerbsConformanceSuite {
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
         server.recv(1, readOnly, 0, SIZE);
         client.send(2, out, 0, 16);
-        assertWc(server.recvCompletion(), 1, WcStatus.LOC_PROT_ERR);
-        Wc send = client.sendCompletion();
-        assertEquals(2, send.wrId());
-        assertNotEquals(WcStatus.SUCCESS, send.status(), "the sender must see the receiver's failure: " + send);
+        assertWc(server.recvCompletion(), 1, RECEIVE_PROTECTION_ERRORS);
+        assertRefusedByResponder(client.sendCompletion(), 2, Set.of(WcStatus.REM_OP_ERR));
+        assertArrayEquals(new byte[16], read(readOnly, 0, 16), "a receive without LOCAL_WRITE was written");
     }
 
     @Test
@@ -237,37 +271,50 @@ public abstract class VerbsConformanceSuite {
     // ---- remote checks ------------------------------------------------------------------------------------------
 
     @Test
-    void rdmaWriteWithoutRemoteWriteIsRemAccessErr() throws Exception {
+    void rdmaWriteWithoutRemoteWriteIsRefused() throws Exception {
         fx.connect(fx.options());
         MemoryRegion target = server.register(SIZE, LOCAL_WRITE | REMOTE_READ);
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
         write(out, 0, pattern(64, 1));
         fx.wr(0, 1, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 64).remote(0, target.address(), target.rkey());
         fx.assertPosted(client.postSend(1));
-        assertWc(client.sendCompletion(), 1, WcStatus.REM_ACCESS_ERR);
+        assertRefusedByResponder(client.sendCompletion(), 1, Set.of(WcStatus.REM_ACCESS_ERR));
         assertArrayEquals(new byte[64], read(target, 0, 64), "refused write changed the target");
     }
 
     @Test
-    void rdmaWriteBeyondRemoteRegionIsRemAccessErr() throws Exception {
+    void rdmaWriteBeyondRemoteRegionIsRefused() throws Exception {
         fx.connect(fx.options());
         MemoryRegion target = server.register(SIZE, LOCAL_WRITE | REMOTE_WRITE);
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(16, 3));
         fx.wr(0, 1, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 16).remote(0, target.address() + SIZE - 8, target.rkey());
         fx.assertPosted(client.postSend(1));
-        assertWc(client.sendCompletion(), 1, WcStatus.REM_ACCESS_ERR);
+        assertRefusedByResponder(client.sendCompletion(), 1, Set.of(WcStatus.REM_ACCESS_ERR));
+        assertArrayEquals(new byte[8], read(target, SIZE - 8, 8), "refused write changed the target");
     }
 
     @Test
-    void rdmaReadWithoutRemoteReadIsRemAccessErr() throws Exception {
+    void rdmaReadWithoutRemoteReadIsRefused() throws Exception {
         fx.connect(fx.options());
         MemoryRegion remote = server.register(SIZE, LOCAL_WRITE | REMOTE_WRITE);
         write(remote, 0, pattern(64, 2));
         MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
         fx.wr(0, 1, WrOpcode.RDMA_READ, SIGNALED, local, 0, 64).remote(0, remote.address(), remote.rkey());
         fx.assertPosted(client.postSend(1));
-        assertWc(client.sendCompletion(), 1, WcStatus.REM_ACCESS_ERR);
+        Wc wc = client.sendCompletion();
+        if (isSoftIwarp() && wc.status() == WcStatus.SUCCESS) {
+            // siw does not check the responder's REMOTE_READ (RDMAP, RFC 5040, has the responder check the STag's
+            // rights): the READ succeeds. What still holds: it read the bytes named
+            assertEquals(1, wc.wrId(), wc::toString);
+            assertArrayEquals(pattern(64, 2), read(local, 0, 64), "the READ that siw let through");
+            assertEquals(QpState.RTS, client.qp().state());
+            return;
+        }
+        assertWc(wc, 1, WcStatus.REM_ACCESS_ERR);
         assertArrayEquals(new byte[64], read(local, 0, 64), "refused read changed the local buffer");
+        awaitState(server.qp(), QpState.ERROR, "the responder");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
     }
 
     // ---- SEND / RECV --------------------------------------------------------------------------------------------
@@ -433,37 +480,80 @@ public abstract class VerbsConformanceSuite {
         awaitState(server.qp(), QpState.ERROR, "the responder, which had no receive");
         awaitState(client.qp(), QpState.ERROR, "the requester");
         server.recv(wrId + 1, in, 0, SIZE);
-        assertWc(server.recvCompletion(), wrId + 1, WcStatus.WR_FLUSH_ERR);
+        assertFlushedAfterError(server.recvCq, wrId + 1);
         client.send(wrId + 2, out, 0, 16);
-        assertWc(client.sendCompletion(), wrId + 2, WcStatus.WR_FLUSH_ERR);
+        assertFlushedAfterError(client.sendCq, wrId + 2);
         fx.assertNoCompletion(client.sendCq, server.recvCq);
     }
 
-    /** Polls {@code qp.state()} until it is {@code state}, failing after {@link Loopback#TIMEOUT_NANOS}. */
-    private static void awaitState(QueuePair qp, QpState state, String what) {
-        long deadline = System.nanoTime() + TIMEOUT_NANOS;
-        while (qp.state() != state) {
-            if (System.nanoTime() - deadline > 0) {
-                fail(what + ": QP in " + qp.state() + ", " + state + " expected within "
-                        + TimeUnit.NANOSECONDS.toSeconds(TIMEOUT_NANOS) + " s");
-            }
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+    /**
+     * The work requests {@code wrIds}, posted to a queue of a QP that was in ERROR already, complete in posted order
+     * with WR_FLUSH_ERR on {@code cq}. siw completes nothing posted after the QP entered ERROR: libsiw writes a work
+     * request into the queue it shares with the kernel, and the kernel flushes that queue only when the QP enters
+     * ERROR. On siw the test takes what completes within {@link Loopback#QUIET_NANOS}: flushes in posted order, or
+     * nothing.
+     */
+    private void assertFlushedAfterError(CompletionQueue cq, long... wrIds) {
+        List<Long> expected = new ArrayList<>();
+        for (long id : wrIds) {
+            expected.add(id);
         }
+        List<Wc> flushed = isSoftIwarp() ? fx.pollFor(cq, QUIET_NANOS) : fx.awaitCompletions(cq, wrIds.length);
+        assertEquals(expected.subList(0, flushed.size()), wrIds(flushed), "posted after ERROR: " + flushed);
+        assertEquals(statusNames(WcStatus.WR_FLUSH_ERR, flushed.size()), statusNames(flushed));
+    }
+
+    /**
+     * Nothing more reaches the server after the client's work request failed locally: its receives {@code wrIds} stay
+     * posted. On iWARP they may be flushed instead, in posted order: there a QP that enters ERROR ends the connection
+     * (a TERMINATE, then the TCP stream closes), which puts the peer's QP in ERROR too. siw does so; the emulated
+     * iWARP device, like IB and RoCE, leaves the peer in RTS.
+     */
+    private void assertNothingDelivered(long... wrIds) {
+        List<Wc> wcs = fx.pollFor(server.recvCq, QUIET_NANOS);
+        if (wcs.isEmpty()) {
+            return;
+        }
+        assertEquals(Transport.IWARP, fx.device.attributes().transport(), "no completion expected, got " + wcs);
+        List<Long> expected = new ArrayList<>();
+        for (long id : wrIds) {
+            expected.add(id);
+        }
+        assertEquals(expected.subList(0, Math.min(wcs.size(), expected.size())), wrIds(wcs), wcs::toString);
+        assertEquals(statusNames(WcStatus.WR_FLUSH_ERR, wcs.size()), statusNames(wcs));
+    }
+
+    /**
+     * The requester's completion {@code wc} of SEND or RDMA WRITE {@code wrId} that the responder refused, and what
+     * follows: a status in {@code refused}, or success on iWARP. RDMAP (RFC 5040) has no response to a Send or an RDMA
+     * Write, so an iWARP device may complete one once TCP has taken it (siw does; the emulated iWARP device reports
+     * the responder's status) and learn of the refusal only from the responder's TERMINATE. Either way both QPs end
+     * in ERROR.
+     */
+    private void assertRefusedByResponder(Wc wc, long wrId, Set<Integer> refused) {
+        assertEquals(wrId, wc.wrId(), wc::toString);
+        if (!(wc.status() == WcStatus.SUCCESS && fx.device.attributes().transport() == Transport.IWARP)) {
+            assertWc(wc, wrId, refused);
+        }
+        awaitState(server.qp(), QpState.ERROR, "the responder, which refused the request");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
+    }
+
+    private void awaitState(QueuePair qp, QpState state, String what) {
+        fx.awaitState(qp, state, what);
     }
 
     // ---- lengths ------------------------------------------------------------------------------------------------
 
     @Test
-    void messageLongerThanReceiveIsLocLenErr() throws Exception {
+    void messageLongerThanReceiveIsLengthError() throws Exception {
         fx.connect(fx.options());
         MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
         server.recv(1, in, 0, 16);
         client.send(2, out, 0, 32);
-        assertWc(server.recvCompletion(), 1, WcStatus.LOC_LEN_ERR);
-        assertWc(client.sendCompletion(), 2, WcStatus.REM_INV_REQ_ERR);
-        assertEquals(QpState.ERROR, server.qp().state(), "receiver QP");
-        assertEquals(QpState.ERROR, client.qp().state(), "sender QP");
+        assertWc(server.recvCompletion(), 1, RECEIVE_LENGTH_ERRORS);
+        assertRefusedByResponder(client.sendCompletion(), 2, REQUESTER_LENGTH_ERRORS);
     }
 
     // ---- RDMA WRITE / READ and immediate data ---------------------------------------------------------------------
@@ -595,10 +685,18 @@ public abstract class VerbsConformanceSuite {
             fx.wr(0, 3, WrOpcode.RDMA_READ, SIGNALED, out, 0, inline).remote(0, remote.address(), remote.rkey());
             fx.wr(1, 1, WrOpcode.SEND, SIGNALED | INLINE, out, 0, inline);
             fx.assertPosted(client.postSend(2));
-            assertWc(client.sendCompletion(), 3, WcStatus.SUCCESS);
+            List<Wc> done = client.sendCompletions(2);
+            if (isSoftIwarp()) {
+                // siw may complete the SEND first (see mixedChainCompletesInOrder): the READ's completion, then
+                done.sort((a, b) -> Long.compare(b.wrId(), a.wrId()));
+            }
+            assertWc(done.get(0), 3, WcStatus.SUCCESS);
             assertArrayEquals(pattern(inline, 13), read(out, 0, inline), "the READ overwrote the send's source");
+            assertWc(done.get(1), 1, WcStatus.SUCCESS);
         }
-        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        if (hasRnr()) {
+            assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        }
         Wc recv = server.recvCompletion();
         assertWc(recv, 2, WcStatus.SUCCESS);
         assertEquals(inline, recv.byteLen());
@@ -652,7 +750,7 @@ public abstract class VerbsConformanceSuite {
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
         fx.wrs.setSend(0, 7, WrOpcode.SEND, 0).addSge(0, out.address(), 16, out.lkey() ^ 0x7f00_0000);
         fx.assertPosted(client.postSend(1));
-        assertWc(client.sendCompletion(), 7, WcStatus.LOC_PROT_ERR);
+        assertWc(client.sendCompletion(), 7, LOCAL_PROTECTION_ERRORS);
     }
 
     @Test
@@ -702,6 +800,18 @@ public abstract class VerbsConformanceSuite {
         fx.assertPosted(client.postSend(n));
         List<Wc> completions = client.sendCompletions(n);
         List<Wc> recvs = server.recvCompletions(sends);
+        if (isSoftIwarp()) {
+            // siw completes a SEND or WRITE once TCP has taken it, while a READ before it may still wait for its
+            // response: the READs may complete late. Each kind still completes in posted order
+            List<Long> reads = new ArrayList<>();
+            List<Long> others = new ArrayList<>();
+            for (Wc wc : completions) {
+                (wc.opcode() == WcOpcode.RDMA_READ ? reads : others).add(wc.wrId());
+            }
+            assertEquals(idsOf(n, i -> opcodes[i % 4] == WrOpcode.RDMA_READ), reads, "READs, in posted order");
+            assertEquals(idsOf(n, i -> opcodes[i % 4] != WrOpcode.RDMA_READ), others, "the rest, in posted order");
+            completions.sort((a, b) -> Long.compare(a.wrId(), b.wrId()));
+        }
         int k = 0;
         for (int i = 0; i < n; i++) {
             Wc wc = completions.get(i);
@@ -744,10 +854,13 @@ public abstract class VerbsConformanceSuite {
         fx.assertNoCompletion(client.sendCq, client.recvCq, server.sendCq, server.recvCq);
     }
 
+    /**
+     * The emulated provider fails the first poll after the overrun; a device reports it through an asynchronous event
+     * (IBV_EVENT_CQ_ERR), which the JNI provider turns into the same return code once it has seen it: until then polls
+     * may return what the queue holds, never more than its capacity.
+     */
     @Test
     void cqOverrunIsEoverflow() throws Exception {
-        assumeTrue("emulated".equals(fx.provider.name()),
-                "hardware reports a CQ overrun through an asynchronous event, not as a poll return code");
         fx.connect(fx.options().cqe(4));
         int capacity = server.recvCq.capacity();
         MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
@@ -759,6 +872,18 @@ public abstract class VerbsConformanceSuite {
         }
         fx.assertPosted(client.postSend(n));
         client.sendCompletion(); // the last send is done, so every receive has completed: one too many for the CQ
+        int polled = 0;
+        long deadline = System.nanoTime() + TIMEOUT_NANOS;
+        int rc;
+        while ((rc = fx.pollOnce(server.recvCq)) != -Errno.EOVERFLOW) {
+            if (rc < 0) {
+                fail("-EOVERFLOW expected, poll returned " + Errno.describe(rc));
+            }
+            polled += rc;
+            assertTrue(polled <= capacity, "polled " + polled + " completions from an overrun CQ of " + capacity);
+            assertTrue(System.nanoTime() - deadline < 0, "no -EOVERFLOW within 10 s of the overrun");
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+        }
         assertErrnoRc(Errno.EOVERFLOW, fx.pollOnce(server.recvCq));
     }
 
@@ -785,9 +910,9 @@ public abstract class VerbsConformanceSuite {
         fx.wr(1, 2, WrOpcode.SEND, 0, out, 0, 8);
         fx.wr(2, 3, WrOpcode.SEND, SIGNALED, out, 0, 8);
         fx.assertPosted(client.postSend(3));
-        List<Wc> flushed = client.sendCompletions(3);
-        assertEquals(List.of(1L, 2L, 3L), wrIds(flushed), "flushed, the unsignalled one included");
-        assertEquals(statusNames(WcStatus.WR_FLUSH_ERR, 3), statusNames(flushed));
+        // flushed, the unsignalled one included (nothing on siw: see assertFlushedAfterError)
+        assertFlushedAfterError(client.sendCq, 1, 2, 3);
+        fx.assertNoCompletion(client.sendCq);
     }
 
     @Test
@@ -803,10 +928,11 @@ public abstract class VerbsConformanceSuite {
         fx.assertPosted(client.postSend(5));
         List<Wc> sends = client.sendCompletions(5);
         assertEquals(List.of(0L, 1L, 2L, 3L, 4L), wrIds(sends));
-        assertEquals(List.of(WcStatus.name(WcStatus.SUCCESS), WcStatus.name(WcStatus.LOC_PROT_ERR),
-                        WcStatus.name(WcStatus.WR_FLUSH_ERR), WcStatus.name(WcStatus.WR_FLUSH_ERR),
-                        WcStatus.name(WcStatus.WR_FLUSH_ERR)), statusNames(sends));
+        assertWc(sends.get(0), 0, WcStatus.SUCCESS);
+        assertWc(sends.get(1), 1, LOCAL_PROTECTION_ERRORS);
+        assertEquals(statusNames(WcStatus.WR_FLUSH_ERR, 3), statusNames(sends.subList(2, 5)));
         assertWc(server.recvCompletion(), 0, WcStatus.SUCCESS);
+        assertNothingDelivered(1, 2, 3, 4);
     }
 
     // ---- posting rules ------------------------------------------------------------------------------------------
@@ -1381,6 +1507,46 @@ public abstract class VerbsConformanceSuite {
     private static void assertWc(Wc wc, long wrId, int status) {
         assertEquals(wrId, wc.wrId(), wc::toString);
         assertEquals(WcStatus.name(status), WcStatus.name(wc.status()), wc::toString);
+    }
+
+    /** {@code wc} is of {@code wrId}, with one of {@code statuses} (one class of error, see the sets at the top). */
+    private static void assertWc(Wc wc, long wrId, Set<Integer> statuses) {
+        assertEquals(wrId, wc.wrId(), wc::toString);
+        if (!statuses.contains(wc.status())) {
+            List<String> names = new ArrayList<>();
+            statuses.stream().sorted().forEach(st -> names.add(WcStatus.name(st)));
+            fail("one of " + names + " expected: " + wc);
+        }
+    }
+
+    /** The ids {@code 0 .. n - 1} that {@code which} accepts, in order. */
+    private static List<Long> idsOf(int n, java.util.function.IntPredicate which) {
+        List<Long> ids = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            if (which.test(i)) {
+                ids.add((long) i);
+            }
+        }
+        return ids;
+    }
+
+    /**
+     * Whether the device under test is soft-iWARP, the kernel's siw driver: an iWARP device of a provider other than
+     * the emulated one whose node description is siw's ("Software iWARP stack", in
+     * /sys/class/infiniband/NAME/node_desc) or, without sysfs, named siwN. The few things siw does not do as
+     * docs/verbs-spi.md says are branches on this; docs/testing.md lists them.
+     */
+    private boolean isSoftIwarp() {
+        if (fx.device.attributes().transport() != Transport.IWARP || "emulated".equals(fx.provider.name())) {
+            return false;
+        }
+        Path description = Paths.get("/sys/class/infiniband", fx.device.name(), "node_desc");
+        try {
+            return new String(Files.readAllBytes(description), StandardCharsets.US_ASCII).trim()
+                    .equals("Software iWARP stack");
+        } catch (IOException e) {
+            return fx.device.name().startsWith("siw");
+        }
     }
 
     private static void assertCompletion(Wc wc, long wrId, int opcode, int qpNum) {
