@@ -548,11 +548,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
 
         private void onEstablished(CmEvent event) {
             if (parent() != null) {
-                if (conn != null && !conn.sendOpen) {
-                    conn.openSendSide(); // the connecting side has its QP ready: what waited may go out now
-                    onBatchComplete();
-                }
-                return;
+                return; // an accepted channel is active since its accept
             }
             ChannelPromise p = connectPromise;
             if (conn == null || state != CONNECTING || p == null) {
@@ -798,7 +794,6 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         /** Receive buffers the pipeline holds (delivered without a copy, not yet released). */
         private int lent;
 
-        boolean sendOpen;
         boolean removing;
         boolean flushAfterRemove;
         boolean finSent;
@@ -870,16 +865,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             sendRemoveBytes = new long[sqDepth];
             grantedToPeer = recvCount;
             // TODO an accepted channel should wait until the connecting side's QP is ready to receive (its ESTABLISHED
-            // or its first message): on rxe its first packets are dropped and retransmitted after ~2 s. Gating on it
-            // (openSendSide) hung server-first tests of Netty's suite when run after other classes: not yet understood
-            sendOpen = true;
-        }
-
-        void openSendSide() {
-            if (sendWrs != null) {
-                sendOpen = true;
-                handler.touch((RdmaSocketUnsafe) unsafe());
-            }
+            // or its first message): on rxe its first packets are dropped and retransmitted after ~2 s. A first try at
+            // that gate hung server-first tests of Netty's suite when run after other classes (not yet understood)
         }
 
         // ---- receive side ----
@@ -935,9 +922,6 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                     ((RdmaSocketUnsafe) unsafe()).fail(new IOException("receive failed: " + WcStatus.name(status)));
                 }
                 return;
-            }
-            if (!sendOpen) {
-                openSendSide(); // the peer sent: its QP is ready to receive too
             }
             counters.completions++;
             receivedFromPeer++;
@@ -1116,7 +1100,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
          * never for control buffers alone (which would ping-pong), and only with a credit to spend.
          */
         void maybeReturnCredits() {
-            if (owedData == 0 || !sendOpen || destroyed || peerGone || failed || finReceived) {
+            if (owedData == 0 || sendWrs == null || destroyed || peerGone || failed || finReceived) {
                 return; // after its FIN the peer sends nothing more: it needs no credits
             }
             boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
@@ -1133,7 +1117,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 flushAfterRemove = true;
                 return;
             }
-            if (!sendOpen || closing) {
+            if (sendWrs == null || closing) {
                 return;
             }
             if (unsettledBytes == 0) {
@@ -1320,7 +1304,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             if (finSent || sendWrs == null || destroyed || peerGone) {
                 return;
             }
-            if (sendOpen && sendCredits >= 2 && sqInUse < sqDepth) {
+            if (sendCredits >= 2 && sqInUse < sqDepth) {
                 finPending = false;
                 finSent = true;
                 postControl(RdmaProtocol.TYPE_FIN);
