@@ -49,7 +49,7 @@
 /* queryDevice's output, in this order. */
 enum {
     ATTR_TRANSPORT, ATTR_MAX_QP, ATTR_MAX_QP_WR, ATTR_MAX_SGE, ATTR_MAX_CQE, ATTR_MAX_MR, ATTR_MAX_MR_SIZE,
-    ATTR_MAX_QP_RD_ATOM, ATTR_MAX_INLINE_DATA, ATTR_COUNT
+    ATTR_MAX_QP_RD_ATOM, ATTR_MAX_INLINE_DATA, ATTR_VENDOR_ID, ATTR_COUNT
 };
 
 /* Packs a post's result: 0, or the index of the first work request not posted and -errno. */
@@ -217,6 +217,7 @@ static void netty_rdma_queryDevice(JNIEnv *env, jclass clazz, jlong context, jlo
     values[ATTR_MAX_QP_RD_ATOM] = clamp_int(attr.max_qp_rd_atom < attr.max_qp_init_rd_atom
                                             ? attr.max_qp_rd_atom : attr.max_qp_init_rd_atom);
     values[ATTR_MAX_INLINE_DATA] = probe_max_inline(ctx);
+    values[ATTR_VENDOR_ID] = attr.vendor_id;
     (*env)->SetLongArrayRegion(env, out, 0, ATTR_COUNT, values);
 }
 

@@ -1,5 +1,7 @@
 package org.nettyrdma.verbs.jni;
 
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.CompletionChannel;
 import org.nettyrdma.verbs.CompletionQueue;
 import org.nettyrdma.verbs.Device;
@@ -10,10 +12,23 @@ import org.nettyrdma.verbs.VerbsException;
 
 /** An RDMA device: one of librdmacm's device contexts ({@code ibv_context}), shared by the whole process. */
 final class JniDevice implements Device {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(JniDevice.class);
+    /** soft-iWARP's {@code vendor_id}: "bmt". */
+    static final long SIW_VENDOR_ID = 0x626d74;
+    /**
+     * libsiw (rdma-core) refuses a CQ, QP or SRQ whose queue's mmap key is {@code SIW_INVAL_UOBJ_KEY}, 0x90000, which
+     * the kernel hands out as an ordinary key: the offset of page 144 of the context's mmap space, where keys are the
+     * lowest free pages. A process whose queues fill the first 144 pages (one 16384-entry CQ takes 129) could create
+     * no queue after that. So a siw context gets at first sight a CQ spanning pages 0..144, created before anything
+     * else and never used: 145 pages of 32-byte entries.
+     */
+    static final int SIW_GUARD_CQ_ENTRIES = 145 * 4096 / 32;
+
     private final JniProvider provider;
     private final long context;
     private final String name;
     private final DeviceAttributes attributes;
+    private long siwGuardCq;
 
     JniDevice(JniProvider provider, long context) throws VerbsException {
         this.provider = provider;
@@ -25,6 +40,26 @@ final class JniDevice implements Device {
                 (int) a[Native.ATTR_MAX_QP], (int) a[Native.ATTR_MAX_QP_WR], (int) a[Native.ATTR_MAX_SGE],
                 (int) a[Native.ATTR_MAX_INLINE_DATA], (int) a[Native.ATTR_MAX_CQE], (int) a[Native.ATTR_MAX_MR],
                 a[Native.ATTR_MAX_MR_SIZE], (int) a[Native.ATTR_MAX_QP_RD_ATOM]);
+        if (a[Native.ATTR_VENDOR_ID] == SIW_VENDOR_ID) {
+            long guard = Native.createCq(context, SIW_GUARD_CQ_ENTRIES, 0);
+            if (guard > 0) {
+                siwGuardCq = guard;
+            } else {
+                logger.warn("{}: no guard CQ over soft-iWARP's invalid mmap key ({}): once this process's queues "
+                        + "take 144 pages of mmap space, creating more fails", name, Errno.describe((int) guard));
+            }
+        }
+    }
+
+    /** Releases what the device holds of its own (the siw guard CQ), before the provider frees the contexts. */
+    void close() {
+        if (siwGuardCq != 0) {
+            int rc = Native.destroyCq(siwGuardCq);
+            if (rc < 0) {
+                logger.warn("{}: destroying the guard CQ: {}", name, Errno.describe(rc));
+            }
+            siwGuardCq = 0;
+        }
     }
 
     JniProvider provider() {

@@ -232,6 +232,9 @@ public final class JniProvider implements VerbsProvider {
             return;
         }
         closed = true;
+        for (JniDevice device : devicesByContext.values()) {
+            device.close();
+        }
         if (deviceList != 0) {
             Native.freeDevices(deviceList);
             deviceList = 0;

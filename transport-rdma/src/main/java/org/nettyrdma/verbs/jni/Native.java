@@ -44,7 +44,8 @@ final class Native {
     static final int ATTR_MAX_MR_SIZE = 6;
     static final int ATTR_MAX_QP_RD_ATOM = 7;
     static final int ATTR_MAX_INLINE_DATA = 8;
-    static final int ATTR_COUNT = 9;
+    static final int ATTR_VENDOR_ID = 9;
+    static final int ATTR_COUNT = 10;
 
     /** {@link #createQp}'s output, in this order. */
     static final int CAP_MAX_SEND_WR = 0;

@@ -231,4 +231,29 @@ public class JniDeviceChecks {
         assertEquals(-Errno.EBADF, clientCq.requestNotify(false));
         clientCq.ackEvents(1);
     }
+
+    /**
+     * A loop's default 16384-entry CQ (with a completion channel) next to 200 queue pairs: on soft-iWARP, without the
+     * device's guard CQ (see JniDevice), the sixth queue pair reached mmap page 144 and libsiw refused it and every
+     * one after it (EIO).
+     */
+    @Test
+    void manyQueuePairsNextToALargeCompletionQueue() throws Exception {
+        InetAddress ip = InetAddress.getByName(System.getProperty(JniVerbsConformance.ADDRESS_PROPERTY));
+        CmEventChannel events = own(provider.createEventChannel());
+        CmId first = own(provider.createId(events, "qp0"));
+        first.bind(new InetSocketAddress(ip, 0));
+        Device dev = first.device();
+        ProtectionDomain pd = own(dev.allocPd());
+        CompletionChannel cch = own(dev.createCompletionChannel());
+        CompletionQueue cq = own(dev.createCq(16384, cch));
+        for (int i = 0; i < 200; i++) {
+            CmId id = i == 0 ? first : own(provider.createId(events, "qp" + i));
+            if (i > 0) {
+                id.bind(new InetSocketAddress(ip, 0));
+            }
+            // the shape of a channel's queue pair
+            own(id.createQp(pd, new QpInitAttributes(cq, cq, 40, 16, 4, 1, 64, false)));
+        }
+    }
 }
