@@ -42,7 +42,10 @@ final class PerfReport {
                 r.megabytesPerSecond, r.iterations * r.connections);
     }
 
-    static void printTables(PrintStream out, List<PerfResult> results, String baseline) {
+    /**
+     * @param bothEnds whether server and client ran in this process (the CPU and allocation figures cover both)
+     */
+    static void printTables(PrintStream out, List<PerfResult> results, String baseline, boolean bothEnds) {
         int width = 17;
         for (PerfResult r : results) {
             width = Math.max(width, r.transport.length());
@@ -105,9 +108,11 @@ final class PerfReport {
             allocators.forEach((k, v) -> sb.append(k).append(": ").append(v).append("; "));
             out.println(sb.substring(0, sb.length() - 2));
         }
-        out.println("CPU s/GB: CPU time of this process (both ends in one process) per 10^9 payload bytes;"
-                + " alloc B/msg: bytes allocated");
-        out.println("  on this process's event loop threads per message sent (a round trip is two messages)");
+        String ends = bothEnds ? "server and client" : "the client only";
+        out.println("CPU s/GB: CPU time of this process (" + ends + ") per 10^9 payload bytes; alloc B/msg: bytes"
+                + " allocated on");
+        out.println("  this process's event loop threads (" + ends + ") per message sent either way (a round trip"
+                + " is two messages)");
     }
 
     private static void printRatios(PrintStream out, List<PerfResult> results, String baseline, String t) {
@@ -297,11 +302,18 @@ final class PerfReport {
         double xTo = maxExp;
         double yFrom = minDecade;
         double yTo = maxDecade;
-        // x: powers of two, a label on every k-th
+        // x: powers of two; labels at the sizes measured, or at every k-th power when there are many
+        TreeSet<Integer> measured = new TreeSet<>();
+        for (PerfResult r : rows) {
+            if (Integer.bitCount(r.size) == 1) {
+                measured.add(Integer.numberOfTrailingZeros(r.size));
+            }
+        }
         int step = Math.max(1, (int) Math.ceil((maxExp - minExp + 1) / 7.0));
+        boolean labelMeasured = !measured.isEmpty() && measured.size() <= 8;
         for (int e = minExp; e <= maxExp; e++) {
             double x = left + (e - xFrom) / (xTo - xFrom) * PLOT_WIDTH;
-            boolean label = (e - minExp) % step == 0;
+            boolean label = labelMeasured ? measured.contains(e) : (e - minExp) % step == 0;
             svg.append(String.format(Locale.ROOT, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\"/>%n",
                     x, top, x, top + PLOT_HEIGHT, label ? "#ddd" : "#f0f0f0"));
             if (label) {

@@ -91,7 +91,7 @@ public final class PerfTool {
             }
             runTransport(transport, o, results, err);
         }
-        PerfReport.printTables(out, results, o.baseline);
+        PerfReport.printTables(out, results, o.baseline, !o.twoProcesses());
         try {
             if (o.csv != null) {
                 PerfReport.writeCsv(Paths.get(o.csv), results);
@@ -211,19 +211,25 @@ public final class PerfTool {
         long timeoutNs = (long) ((o.timeoutSeconds + 4 * (o.durationMode() ? o.durationSeconds : 0)) * 1e9);
         long count = o.durationMode() ? FIRST_CALIBRATION_COUNT : o.iterations;
         double roundsPerNs = 0;
+        double lastRoundsPerNs = 0;
         if (o.warmupSeconds > 0 || o.durationMode()) {
             long warmUntilNs = System.nanoTime() + (long) (o.warmupSeconds * 1e9);
             do {
                 long elapsedNs = elapsedNs(round(channels, handlers, mode, r.size, count, o.verify, false,
                         timeoutNs));
-                roundsPerNs = (double) count / Math.max(1, elapsedNs);
+                lastRoundsPerNs = (double) count / Math.max(1, elapsedNs);
                 if (o.durationMode() && elapsedNs < CALIBRATION_ROUND_NS && count < Integer.MAX_VALUE) {
                     count *= 2;
+                } else {
+                    // the best rate of the rounds long enough to tell: a round slowed down by a compilation, a
+                    // collection or another process does not shorten the measured run
+                    roundsPerNs = Math.max(roundsPerNs, lastRoundsPerNs);
                 }
             } while (System.nanoTime() - warmUntilNs < 0);
         }
         if (o.durationMode()) {
-            count = Math.max(1, (long) (roundsPerNs * o.durationSeconds * 1e9));
+            double rate = roundsPerNs > 0 ? roundsPerNs : lastRoundsPerNs;
+            count = Math.max(1, (long) (rate * o.durationSeconds * 1e9));
         }
         if (latency) {
             count = Math.min(count, MAX_SAMPLES);
