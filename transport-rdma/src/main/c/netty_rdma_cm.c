@@ -5,7 +5,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include "netty_rdma.h"
 
 /* The event a poll writes for Java (JniCmEventChannel reads the same offsets). */
@@ -368,6 +371,65 @@ static jint netty_rdma_disconnect(JNIEnv *env, jclass clazz, jlong id) {
     return rc_of(rdma_disconnect(NETTY_RDMA_HANDLE(struct rdma_cm_id, id)));
 }
 
+/*
+ * soft-iWARP connects its TCP socket inside rdma_connect, blocking until the peer answers or TCP gives up (minutes):
+ * Java makes that call on a thread of its own, and ends it early, when the id is closed, with a signal whose handler
+ * does nothing and lacks SA_RESTART, so that the kernel's wait for the connection returns EINTR. The signal is a
+ * real-time one nobody else handles; installed once, on first need.
+ */
+static int interrupt_signal;
+static pthread_mutex_t interrupt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_interrupt_signal(int sig) {
+    (void) sig;
+}
+
+/* The signal number, or -EBUSY if every candidate has a handler already. */
+static jint netty_rdma_installInterruptSignal(JNIEnv *env, jclass clazz) {
+    (void) env;
+    (void) clazz;
+    pthread_mutex_lock(&interrupt_lock);
+    for (int sig = SIGRTMAX - 1; interrupt_signal == 0 && sig >= SIGRTMIN + 2; sig--) {
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) {
+            continue;
+        }
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_interrupt_signal;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sig, &sa, NULL) == 0) {
+            interrupt_signal = sig;
+        }
+    }
+    jint result = interrupt_signal != 0 ? interrupt_signal : -EBUSY;
+    pthread_mutex_unlock(&interrupt_lock);
+    return result;
+}
+
+/* The calling thread, with the interrupt signal unblocked, for interruptThread. */
+static jlong netty_rdma_interruptibleThread(JNIEnv *env, jclass clazz) {
+    (void) env;
+    (void) clazz;
+    if (interrupt_signal != 0) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, interrupt_signal);
+        pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    }
+    return (jlong) pthread_self();
+}
+
+/* Sends the interrupt signal to a live thread of interruptibleThread; 0 or -errno. */
+static jint netty_rdma_interruptThread(JNIEnv *env, jclass clazz, jlong thread) {
+    (void) env;
+    (void) clazz;
+    if (interrupt_signal == 0) {
+        return -ENOSYS;
+    }
+    return -pthread_kill((pthread_t) thread, interrupt_signal);
+}
+
 static const JNINativeMethod methods[] = {
     {"createEventChannel", "()J", (void *) netty_rdma_createEventChannel},
     {"eventChannelFd", "(J)I", (void *) netty_rdma_eventChannelFd},
@@ -388,6 +450,9 @@ static const JNINativeMethod methods[] = {
     {"accept", "(J[BIIII)I", (void *) netty_rdma_accept},
     {"reject", "(J[B)I", (void *) netty_rdma_reject},
     {"disconnect", "(J)I", (void *) netty_rdma_disconnect},
+    {"installInterruptSignal", "()I", (void *) netty_rdma_installInterruptSignal},
+    {"interruptibleThread", "()J", (void *) netty_rdma_interruptibleThread},
+    {"interruptThread", "(J)I", (void *) netty_rdma_interruptThread},
 };
 
 jint netty_rdma_cm_register(JNIEnv *env, jclass clazz) {

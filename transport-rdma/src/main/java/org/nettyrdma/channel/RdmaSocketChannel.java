@@ -568,6 +568,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             local = id.localAddress();
             remote = id.remoteAddress();
             state = ACTIVE;
+            conn.greet();
             // as epoll does: channelActive even if a listener of the promise closes the channel (inactive follows)
             boolean promiseSet = p.trySuccess();
             pipeline().fireChannelActive();
@@ -794,6 +795,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         /** Receive buffers the pipeline holds (delivered without a copy, not yet released). */
         private int lent;
 
+        /** Whether sends may be posted: at once on the connecting side, after the peer's first message when accepted. */
+        boolean sendOpen;
         boolean removing;
         boolean flushAfterRemove;
         boolean finSent;
@@ -802,6 +805,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         boolean closing;
         boolean failed;
         boolean peerGone;
+        /** A credit message could not be posted: the connection is going down, no more credit messages. */
+        boolean creditsBroken;
         boolean destroyed;
         private Future<?> closeTimeout;
 
@@ -864,9 +869,18 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             sendWrs = new WorkRequestList(Math.min(sqDepth, 32), maxSge);
             sendRemoveBytes = new long[sqDepth];
             grantedToPeer = recvCount;
-            // TODO an accepted channel should wait until the connecting side's QP is ready to receive (its ESTABLISHED
-            // or its first message): on rxe its first packets are dropped and retransmitted after ~2 s. A first try at
-            // that gate hung server-first tests of Netty's suite when run after other classes (not yet understood)
+            // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
+            sendOpen = parent() == null;
+        }
+
+        /**
+         * The connecting side's first message, right at ESTABLISHED: a CREDIT message (usually of 0 credits). The
+         * accepted side sends nothing before a message from the peer has arrived: iWARP (MPA) requires the initiator
+         * to send first (soft-iWARP fails the connection on the initiator's side otherwise), and on InfiniBand and
+         * RoCE it proves the initiator's QP ready to receive (rxe drops what arrives earlier; retransmitted ~2 s later).
+         */
+        void greet() {
+            postControl(RdmaProtocol.TYPE_CREDIT);
         }
 
         // ---- receive side ----
@@ -913,9 +927,11 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         void onRecvCompletion(int slot, int status, int byteLen) {
             if (status != WcStatus.SUCCESS) {
                 if (status == WcStatus.WR_FLUSH_ERR) {
-                    if (!closing && !peerGone && !failed) {
+                    if (!closing && !peerGone && !failed && state != CONNECTING) {
                         // iWARP flushes the receives as soon as the peer's connection closes, before DISCONNECTED
-                        // arrives: the same thing, the data that came before is delivered first
+                        // arrives: the same thing, the data that came before is delivered first. While connecting,
+                        // ESTABLISHED (then DISCONNECTED) is still to come: the peer accepted, sent and closed
+                        // before this loop saw the connection set up; those events settle it.
                         ((RdmaSocketUnsafe) unsafe()).onDisconnected();
                     }
                 } else {
@@ -925,6 +941,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             }
             counters.completions++;
             receivedFromPeer++;
+            sendOpen = true; // an accepted channel's gate: the peer has sent, it may send too (see greet())
             int base = slot * recvSize;
             int type = recvMemory.get(base) & 0xff;
             int credits = recvMemory.getShort(base + 2) & 0xffff;
@@ -1100,7 +1117,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
          * never for control buffers alone (which would ping-pong), and only with a credit to spend.
          */
         void maybeReturnCredits() {
-            if (owedData == 0 || sendWrs == null || destroyed || peerGone || failed || finReceived) {
+            if (owedData == 0 || !sendOpen || destroyed || peerGone || failed || finReceived || creditsBroken) {
                 return; // after its FIN the peer sends nothing more: it needs no credits
             }
             boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
@@ -1117,7 +1134,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 flushAfterRemove = true;
                 return;
             }
-            if (sendWrs == null || closing) {
+            if (!sendOpen || closing) {
                 return;
             }
             if (unsettledBytes == 0) {
@@ -1288,15 +1305,24 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             stagingView.putShort(base + 2, (short) takeOwedCredits());
             sendWrs.setSend(0, wrId(slot, false), WrOpcode.SEND, SendFlags.SIGNALED | SendFlags.INLINE)
                     .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
+            try {
+                post(1);
+            } catch (IOException e) {
+                if (type == RdmaProtocol.TYPE_CREDIT && isOpen()) {
+                    // the QP left RTS: the peer is closing (iWARP tears the connection down right after its FIN,
+                    // which may still be in the receive queue behind data). Its FIN or DISCONNECTED says how it
+                    // ended; until then what arrived is delivered, and no credits are owed any more.
+                    logger.debug("{}: credit message not posted, the connection is going down", RdmaSocketChannel.this, e);
+                    creditsBroken = true;
+                } else {
+                    ((RdmaSocketUnsafe) unsafe()).fail(e);
+                }
+                return;
+            }
             sendRemoveBytes[slot] = 0;
             sendCredits--;
             sqInUse++;
             sqNext = sqNext + 1 == sqDepth ? 0 : sqNext + 1;
-            try {
-                post(1);
-            } catch (IOException e) {
-                ((RdmaSocketUnsafe) unsafe()).fail(e);
-            }
         }
 
         /** FIN after everything posted; it waits for a credit beyond the one kept for credit messages. */
@@ -1304,7 +1330,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             if (finSent || sendWrs == null || destroyed || peerGone) {
                 return;
             }
-            if (sendCredits >= 2 && sqInUse < sqDepth) {
+            if (sendOpen && sendCredits >= 2 && sqInUse < sqDepth) {
                 finPending = false;
                 finSent = true;
                 postControl(RdmaProtocol.TYPE_FIN);

@@ -14,8 +14,8 @@ import java.util.ArrayDeque;
  * {@code rdma_event_channel} with a non-blocking fd. C copies each event into a direct buffer and acknowledges it at
  * once; Java maps the ids back to their objects (an incoming connection's id is created here).
  *
- * <p>A connect that fails at once (soft-iWARP connects its TCP socket inside {@code rdma_connect}) is reported as the
- * event the SPI promises instead; such events are queued here and come first.
+ * <p>A soft-iWARP connect whose TCP connect fails (siw makes it inside {@code rdma_connect}, which runs on a thread of
+ * {@link SiwConnects}) is reported as the event the SPI promises; such events are queued here and come first.
  */
 final class JniCmEventChannel implements CmEventChannel {
     private static final CmEventType[] TYPES = CmEventType.values();

@@ -1,5 +1,7 @@
 package org.nettyrdma.verbs.jni;
 
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.CmEventChannel;
 import org.nettyrdma.verbs.CmEventType;
 import org.nettyrdma.verbs.CmId;
@@ -19,9 +21,12 @@ import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
 
 /** {@code rdma_cm_id} of port space TCP. Results of the asynchronous verbs arrive on its event channel. */
 final class JniCmId implements CmId {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(JniCmId.class);
+
     private final JniProvider provider;
     private final long handle;
     private JniCmEventChannel channel;
@@ -30,6 +35,11 @@ final class JniCmId implements CmId {
     private JniQueuePair qp;
     private boolean connected;
     private boolean closed;
+    /** A soft-iWARP rdma_connect runs on {@link #connectThread} (0 until it starts, or if it cannot be signalled). */
+    private boolean connecting;
+    private long connectThread;
+    /** close() could not end the connect: its thread destroys the id when rdma_connect returns. */
+    private boolean closeDeferred;
 
     JniCmId(JniProvider provider, JniCmEventChannel channel, long handle, Object context) {
         this.provider = provider;
@@ -209,16 +219,104 @@ final class JniCmId implements CmId {
             throw new VerbsException("rdma_connect", Errno.EINVAL, parameters.privateDataLength()
                     + " bytes of private data, at most " + ConnectionParameters.MAX_CONNECT_PRIVATE_DATA);
         }
-        int rc = Native.connect(handle, parameters.privateData(), u8(parameters.responderResources()),
-                u8(parameters.initiatorDepth()), retries(parameters.retryCount()),
-                retries(parameters.rnrRetryCount()));
-        // soft-iWARP connects the TCP socket inside rdma_connect: its refusal or timeout is the event that follows
-        if (rc == -Errno.ECONNREFUSED) {
-            channel.post(CmEventType.REJECTED, this, rc);
-        } else if (rc == -Errno.ETIMEDOUT || rc == -Errno.EHOSTUNREACH || rc == -Errno.ENETUNREACH) {
-            channel.post(CmEventType.UNREACHABLE, this, rc);
-        } else if (rc < 0) {
+        byte[] data = parameters.privateData();
+        int responderResources = u8(parameters.responderResources());
+        int initiatorDepth = u8(parameters.initiatorDepth());
+        int retries = retries(parameters.retryCount());
+        int rnrRetries = retries(parameters.rnrRetryCount());
+        JniDevice d = (JniDevice) device();
+        if (d != null && d.isSoftIwarp()) {
+            // siw connects its TCP socket inside rdma_connect, blocking: not on the caller's thread (an event loop)
+            connecting = true;
+            SiwConnects.EXECUTOR.execute(() -> connectOffThread(data, responderResources, initiatorDepth, retries,
+                    rnrRetries));
+            return;
+        }
+        int rc = Native.connect(handle, data, responderResources, initiatorDepth, retries, rnrRetries);
+        if (rc < 0) {
             throw failure("rdma_connect", rc, remoteAddress());
+        }
+    }
+
+    /** rdma_connect on a soft-iWARP id, on a thread of {@link SiwConnects}; {@link #close()} may end it early. */
+    private void connectOffThread(byte[] data, int responderResources, int initiatorDepth, int retries,
+                                  int rnrRetries) {
+        synchronized (this) {
+            if (closed) {
+                connectDone();
+                return;
+            }
+            connectThread = SiwConnects.INTERRUPTIBLE ? Native.interruptibleThread() : 0;
+        }
+        int rc = Native.connect(handle, data, responderResources, initiatorDepth, retries, rnrRetries);
+        JniCmEventChannel events;
+        synchronized (this) {
+            connectDone();
+            if (qp != null) {
+                qp.destroy(); // if it was closed meanwhile and left to this thread
+            }
+            if (closeDeferred) {
+                try {
+                    destroy();
+                } catch (VerbsException e) {
+                    logger.warn("{}: destroying after the connect returned", this, e);
+                }
+                return;
+            }
+            if (closed || rc == 0) {
+                return;
+            }
+            events = channel;
+        }
+        // its TCP connect's refusal or time-out is the event that the SPI promises
+        CmEventType type = rc == -Errno.ECONNREFUSED ? CmEventType.REJECTED
+                : rc == -Errno.ETIMEDOUT || rc == -Errno.EHOSTUNREACH || rc == -Errno.ENETUNREACH
+                ? CmEventType.UNREACHABLE : CmEventType.CONNECT_ERROR;
+        events.post(type, this, rc);
+    }
+
+    /**
+     * Ends a soft-iWARP connect in progress (see {@link #interruptConnect()}) before its QP or the id is destroyed,
+     * which the kernel would make wait for the TCP handshake. False if it is still in progress.
+     */
+    synchronized boolean endConnect() {
+        return !connecting || interruptConnect();
+    }
+
+    private void connectDone() {
+        connecting = false;
+        connectThread = 0;
+        notifyAll();
+    }
+
+    /**
+     * Ends an rdma_connect in progress on a {@link SiwConnects} thread: signals it until it returns, at most
+     * {@link SiwConnects#INTERRUPT_WAIT_NANOS}. False if it is still inside (no signal could be installed, or the
+     * kernel did not let go).
+     */
+    private boolean interruptConnect() {
+        long deadline = System.nanoTime() + SiwConnects.INTERRUPT_WAIT_NANOS;
+        boolean interrupted = false;
+        try {
+            while (connecting) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0 || !SiwConnects.INTERRUPTIBLE) {
+                    return false;
+                }
+                if (connectThread != 0) {
+                    Native.interruptThread(connectThread);
+                }
+                try {
+                    wait(Math.max(1, Math.min(10, TimeUnit.NANOSECONDS.toMillis(left))));
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            return true;
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 
@@ -259,6 +357,10 @@ final class JniCmId implements CmId {
     @Override
     public synchronized void disconnect() throws VerbsException {
         checkOpen("rdma_disconnect");
+        if (connecting) {
+            // the kernel would wait for the connect's TCP handshake; there is no connection yet: close ends the connect
+            throw new VerbsException("rdma_disconnect", Errno.EINVAL, "not connected yet (soft-iWARP connect under way)");
+        }
         int rc = Native.disconnect(handle);
         if (rc < 0) {
             throw failure("rdma_disconnect", rc, remoteAddress());
@@ -351,22 +453,39 @@ final class JniCmId implements CmId {
         return Math.max(0, Math.min(7, value));
     }
 
-    /** Destroys the QP (disconnecting first if connected) and the id. Idempotent. */
+    /**
+     * Destroys the QP (disconnecting first if connected) and the id. Idempotent. A soft-iWARP connect in progress is
+     * ended first; should it not end, its thread destroys them once rdma_connect returns (the QP then still counts
+     * as a user of its PD and CQs until then).
+     */
     @Override
     public synchronized void close() throws VerbsException {
         if (closed) {
             return;
         }
+        closed = true;
+        if (!endConnect()) {
+            closeDeferred = true;
+            logger.warn("{}: soft-iWARP's rdma_connect did not return within {} ms of close: the id and its QP are "
+                    + "destroyed when it does", this, TimeUnit.NANOSECONDS.toMillis(SiwConnects.INTERRUPT_WAIT_NANOS));
+            return;
+        }
+        destroy();
+    }
+
+    private void destroy() throws VerbsException {
+        closeDeferred = false;
         if (connected) {
             Native.disconnect(handle); // the peer gets DISCONNECTED
             connected = false;
         }
-        if (qp != null) {
-            qp.close();
+        JniQueuePair q = qp;
+        if (q != null) {
+            q.close();
+            q.destroy();
         }
         provider.forget(this);
         int rc = Native.destroyId(handle);
-        closed = true;
         channel.detach();
         if (rc < 0) {
             throw failure("rdma_destroy_id", rc, null);

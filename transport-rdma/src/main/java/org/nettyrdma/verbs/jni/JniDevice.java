@@ -28,6 +28,7 @@ final class JniDevice implements Device {
     private final long context;
     private final String name;
     private final DeviceAttributes attributes;
+    private final boolean softIwarp;
     private long siwGuardCq;
 
     JniDevice(JniProvider provider, long context) throws VerbsException {
@@ -40,7 +41,8 @@ final class JniDevice implements Device {
                 (int) a[Native.ATTR_MAX_QP], (int) a[Native.ATTR_MAX_QP_WR], (int) a[Native.ATTR_MAX_SGE],
                 (int) a[Native.ATTR_MAX_INLINE_DATA], (int) a[Native.ATTR_MAX_CQE], (int) a[Native.ATTR_MAX_MR],
                 a[Native.ATTR_MAX_MR_SIZE], (int) a[Native.ATTR_MAX_QP_RD_ATOM]);
-        if (a[Native.ATTR_VENDOR_ID] == SIW_VENDOR_ID) {
+        softIwarp = a[Native.ATTR_VENDOR_ID] == SIW_VENDOR_ID;
+        if (softIwarp) {
             long guard = Native.createCq(context, SIW_GUARD_CQ_ENTRIES, 0);
             if (guard > 0) {
                 siwGuardCq = guard;
@@ -60,6 +62,11 @@ final class JniDevice implements Device {
             }
             siwGuardCq = 0;
         }
+    }
+
+    /** Whether this is soft-iWARP (siw), whose quirks the provider works around. */
+    boolean isSoftIwarp() {
+        return softIwarp;
     }
 
     JniProvider provider() {

@@ -47,6 +47,7 @@ final class JniQueuePair implements QueuePair {
     /** What Java knows of the state: INIT, RTS once connected, ERROR once anything failed or flushed. */
     private QpState tracked = QpState.INIT;
     private boolean closed;
+    private boolean destroyed;
 
     // outstanding sends in posted order: [head, head + outstanding) of a ring as large as the send queue
     private final long[] sendWrIds;
@@ -302,6 +303,17 @@ final class JniQueuePair implements QueuePair {
         }
         closed = true;
         lastList = null;
+        if (id.endConnect()) {
+            destroy();
+        } // else a soft-iWARP connect holds the QP in the kernel: its thread destroys it when rdma_connect returns
+    }
+
+    /** Once closed: destroys the QP and releases what it used. */
+    void destroy() {
+        if (destroyed || !closed) {
+            return;
+        }
+        destroyed = true;
         Native.destroyQp(handle);
         sendCq.detach(this);
         recvCq.detach(this);

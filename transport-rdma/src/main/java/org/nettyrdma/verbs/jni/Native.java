@@ -211,6 +211,15 @@ final class Native {
 
     static native int disconnect(long id);
 
+    /** Installs the handler of the signal that ends a blocking rdma_connect early: its number, or -EBUSY. */
+    static native int installInterruptSignal();
+
+    /** The calling thread (pthread_t), with that signal unblocked. */
+    static native long interruptibleThread();
+
+    /** Sends that signal to a thread of {@link #interruptibleThread()} that is still alive: 0 or -errno. */
+    static native int interruptThread(long thread);
+
     // ---- epoll, eventfd (netty_rdma_epoll.c)
 
     static native int epollCreate();

@@ -5,6 +5,9 @@ import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.testsuite.transport.TestsuitePermutation;
 import io.netty.testsuite.transport.socket.SocketHalfClosedTest;
+import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInfo;
 
 import java.util.List;
 
@@ -17,5 +20,13 @@ class RdmaSocketHalfClosedTest extends SocketHalfClosedTest {
     @Override
     protected List<ByteBufAllocator> newAllocators() {
         return RdmaSocketTestPermutation.allocators();
+    }
+
+    @Test
+    @Disabled("its server blocks its event loop in channelActive until the client has read the server's first write; "
+            + "an accepted RDMA channel sends only once its loop has received the connecting side's greeting "
+            + "(docs/protocol.md), so the test would block that loop for good")
+    @Override
+    public void testAutoCloseFalseDoesShutdownOutput(TestInfo testInfo) {
     }
 }
