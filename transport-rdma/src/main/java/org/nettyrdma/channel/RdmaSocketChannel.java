@@ -795,7 +795,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         /** Receive buffers the pipeline holds (delivered without a copy, not yet released). */
         private int lent;
 
-        /** Whether sends may be posted: at once on the connecting side, after the peer's first message when accepted. */
+        /** Whether sends may be posted: at once when connecting, after the peer's first message when accepted. */
         boolean sendOpen;
         boolean removing;
         boolean flushAfterRemove;
@@ -877,7 +877,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
          * The connecting side's first message, right at ESTABLISHED: a CREDIT message (usually of 0 credits). The
          * accepted side sends nothing before a message from the peer has arrived: iWARP (MPA) requires the initiator
          * to send first (soft-iWARP fails the connection on the initiator's side otherwise), and on InfiniBand and
-         * RoCE it proves the initiator's QP ready to receive (rxe drops what arrives earlier; retransmitted ~2 s later).
+         * RoCE it proves the initiator's QP ready to receive (rxe drops what arrives earlier, resent ~2 s later).
          */
         void greet() {
             postControl(RdmaProtocol.TYPE_CREDIT);
@@ -1312,7 +1312,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                     // the QP left RTS: the peer is closing (iWARP tears the connection down right after its FIN,
                     // which may still be in the receive queue behind data). Its FIN or DISCONNECTED says how it
                     // ended; until then what arrived is delivered, and no credits are owed any more.
-                    logger.debug("{}: credit message not posted, the connection is going down", RdmaSocketChannel.this, e);
+                    logger.debug("{}: credit message not posted, the connection is going down",
+                            RdmaSocketChannel.this, e);
                     creditsBroken = true;
                 } else {
                     ((RdmaSocketUnsafe) unsafe()).fail(e);

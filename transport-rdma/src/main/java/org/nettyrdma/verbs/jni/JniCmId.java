@@ -359,7 +359,8 @@ final class JniCmId implements CmId {
         checkOpen("rdma_disconnect");
         if (connecting) {
             // the kernel would wait for the connect's TCP handshake; there is no connection yet: close ends the connect
-            throw new VerbsException("rdma_disconnect", Errno.EINVAL, "not connected yet (soft-iWARP connect under way)");
+            throw new VerbsException("rdma_disconnect", Errno.EINVAL,
+                    "not connected yet (soft-iWARP connect under way)");
         }
         int rc = Native.disconnect(handle);
         if (rc < 0) {

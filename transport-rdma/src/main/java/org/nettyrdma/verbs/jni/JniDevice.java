@@ -20,7 +20,7 @@ final class JniDevice implements Device {
      * the kernel hands out as an ordinary key: the offset of page 144 of the context's mmap space, where keys are the
      * lowest free pages. A process whose queues fill the first 144 pages (one 16384-entry CQ takes 129) could create
      * no queue after that. So a siw context gets at first sight a CQ spanning pages 0..144, created before anything
-     * else and never used: 145 pages of 32-byte entries.
+     * else and never used: 145 pages of 32-byte entries (siw rounds the count up to 32768, 1 MiB of kernel memory).
      */
     static final int SIW_GUARD_CQ_ENTRIES = 145 * 4096 / 32;
 
