@@ -64,6 +64,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
     private static final int MAX_SEND_SGE = 4;
     private static final int MAX_INLINE = 256;
     private static final int RNR_RETRY = 3;
+    /** How long an accepted channel waits for the connecting side's greeting before it sends anyway. */
+    private static final long GREETING_WAIT_MILLIS = 250;
 
     private static final int OPEN = 0;
     private static final int CONNECTING = 1;
@@ -797,6 +799,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
 
         /** Whether sends may be posted: at once when connecting, after the peer's first message when accepted. */
         boolean sendOpen;
+        private Future<?> greetingWait;
         boolean removing;
         boolean flushAfterRemove;
         boolean finSent;
@@ -871,6 +874,32 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             grantedToPeer = recvCount;
             // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
             sendOpen = parent() == null;
+            if (!sendOpen) {
+                greetingWait = eventLoop().schedule(this::greetingLate, GREETING_WAIT_MILLIS, TimeUnit.MILLISECONDS);
+            }
+        }
+
+        /**
+         * No greeting {@value #GREETING_WAIT_MILLIS} ms after the accept: send anyway. By then the connecting side's
+         * QP is ready; its greeting is late or stranded: soft-iWARP can leave a first frame that arrives while it is
+         * still accepting in the socket until more data comes (seen once in ~500 connections, under load).
+         */
+        private void greetingLate() {
+            greetingWait = null;
+            if (!sendOpen && !destroyed) {
+                logger.debug("{}: no greeting from the peer within {} ms, sending anyway", RdmaSocketChannel.this,
+                        GREETING_WAIT_MILLIS);
+                openSendSide();
+                onBatchComplete();
+            }
+        }
+
+        private void openSendSide() {
+            sendOpen = true;
+            if (greetingWait != null) {
+                greetingWait.cancel(false);
+                greetingWait = null;
+            }
         }
 
         /**
@@ -941,7 +970,9 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             }
             counters.completions++;
             receivedFromPeer++;
-            sendOpen = true; // an accepted channel's gate: the peer has sent, it may send too (see greet())
+            if (!sendOpen) {
+                openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
+            }
             int base = slot * recvSize;
             int type = recvMemory.get(base) & 0xff;
             int credits = recvMemory.getShort(base + 2) & 0xffff;

@@ -1,28 +1,38 @@
 package org.nettyrdma.channel;
 
 import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.nettyrdma.verbs.Access;
 import org.nettyrdma.verbs.CmEvent;
 import org.nettyrdma.verbs.CmEventChannel;
 import org.nettyrdma.verbs.CmEventType;
 import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.CompletionArray;
 import org.nettyrdma.verbs.CompletionQueue;
 import org.nettyrdma.verbs.ConnectionParameters;
 import org.nettyrdma.verbs.EventWaiter;
+import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.ProtectionDomain;
 import org.nettyrdma.verbs.QpInitAttributes;
+import org.nettyrdma.verbs.QueuePair;
 import org.nettyrdma.verbs.VerbsProvider;
+import org.nettyrdma.verbs.WcStatus;
+import org.nettyrdma.verbs.WorkRequestList;
 import org.nettyrdma.verbs.emulated.EmulatedProvider;
 
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -35,6 +45,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 @Timeout(30)
 class RdmaHandshakeTest {
+    private static final String HELLO = "hello from the accepted side";
     private static EventLoopGroup group;
     private static Channel server;
 
@@ -43,7 +54,22 @@ class RdmaHandshakeTest {
         group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory(
                 new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED).setBusyPollNanos(0)));
         server = new ServerBootstrap().group(group).channel(RdmaServerSocketChannel.class)
-                .childHandler(new ChannelInboundHandlerAdapter())
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelActive(ChannelHandlerContext ctx) {
+                                ctx.writeAndFlush(Unpooled.copiedBuffer(HELLO, StandardCharsets.US_ASCII));
+                            }
+
+                            @Override
+                            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                                ctx.close(); // the raw peers close without a word: a reset
+                            }
+                        });
+                    }
+                })
                 .bind(new InetSocketAddress("127.0.0.1", 0)).syncUninterruptibly().channel();
     }
 
@@ -69,7 +95,39 @@ class RdmaHandshakeTest {
 
     @Test
     void validHandshakeIsAccepted() throws Exception {
-        assertEquals("ESTABLISHED", connectRaw(RdmaProtocol.handshake(16384, 16)));
+        assertEquals("ESTABLISHED", connectRaw(RdmaProtocol.handshake(16384, 16), null));
+    }
+
+    /**
+     * A peer that never sends the greeting (docs/protocol.md): the accepted channel holds what it writes in
+     * channelActive until it gives up waiting ({@code GREETING_WAIT_MILLIS}), then sends it.
+     */
+    @Test
+    void acceptedSideWaitsForTheGreetingThenSendsAnyway() throws Exception {
+        String got = connectRaw(RdmaProtocol.handshake(16384, 16), (cq, recv) -> {
+            long start = System.nanoTime();
+            CompletionArray wc = new CompletionArray(4);
+            int n;
+            while ((n = cq.poll(wc, 4)) == 0) {
+                assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(10), "nothing received within 10 s");
+                Thread.sleep(1);
+            }
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            assertEquals(1, n);
+            assertEquals(WcStatus.SUCCESS, wc.status(0), () -> WcStatus.name(wc.status(0)));
+            assertEquals(RdmaProtocol.TYPE_DATA, recv.get(0));
+            assertTrue(millis >= 200, "the accepted side sent " + millis + " ms after ESTABLISHED, before the "
+                    + "greeting's wait");
+            byte[] payload = new byte[wc.byteLen(0) - RdmaProtocol.HEADER_LENGTH];
+            recv.get(RdmaProtocol.HEADER_LENGTH, payload);
+            return new String(payload, StandardCharsets.US_ASCII);
+        });
+        assertEquals(HELLO, got);
+    }
+
+    /** After ESTABLISHED: reads from the client's CQ, with one receive of 16 KiB posted into {@code recv}. */
+    private interface RawPeer {
+        String established(CompletionQueue cq, ByteBuffer recv) throws Exception;
     }
 
     /**
@@ -77,6 +135,10 @@ class RdmaHandshakeTest {
      * {@link RdmaProtocol#rejectMessage} reads it), or "ESTABLISHED".
      */
     private static String connectRaw(byte[] privateData) throws Exception {
+        return connectRaw(privateData, null);
+    }
+
+    private static String connectRaw(byte[] privateData, RawPeer peer) throws Exception {
         VerbsProvider provider = EmulatedProvider.create();
         try (CmEventChannel channel = provider.createEventChannel(); EventWaiter waiter = provider.createWaiter()) {
             waiter.add(channel);
@@ -84,6 +146,7 @@ class RdmaHandshakeTest {
             CmEvent event = new CmEvent();
             ProtectionDomain pd = null;
             CompletionQueue cq = null;
+            MemoryRegion mr = null;
             try {
                 id.resolveAddress(null, (InetSocketAddress) server.localAddress(), 2000);
                 assertEquals(CmEventType.ADDR_RESOLVED, next(channel, waiter, event).type());
@@ -91,11 +154,16 @@ class RdmaHandshakeTest {
                 assertEquals(CmEventType.ROUTE_RESOLVED, next(channel, waiter, event).type());
                 pd = id.device().allocPd();
                 cq = id.device().createCq(64, null);
-                id.createQp(pd, new QpInitAttributes(cq, cq, 16, 16, 1, 1, 0, false));
+                QueuePair qp = id.createQp(pd, new QpInitAttributes(cq, cq, 16, 16, 1, 1, 0, false));
+                ByteBuffer recv = ByteBuffer.allocateDirect(16384);
+                mr = pd.registerMemory(recv, Access.LOCAL_WRITE);
+                WorkRequestList wrs = new WorkRequestList(1, 1);
+                wrs.setRecv(0, 1).addSge(0, mr.address(), 16384, mr.lkey());
+                assertEquals(0, qp.postRecv(wrs, 0, 1));
                 id.connect(new ConnectionParameters(privateData, 1, 1, 7, 7));
                 next(channel, waiter, event);
                 if (event.type() == CmEventType.ESTABLISHED) {
-                    return "ESTABLISHED";
+                    return peer == null ? "ESTABLISHED" : peer.established(cq, recv);
                 }
                 assertEquals(CmEventType.REJECTED, event.type());
                 String reason = RdmaProtocol.rejectMessage(event.privateData(), event.privateDataLength());
@@ -103,6 +171,9 @@ class RdmaHandshakeTest {
                 return reason;
             } finally {
                 id.close();
+                if (mr != null) {
+                    mr.close();
+                }
                 if (cq != null) {
                     cq.close();
                 }
