@@ -8,13 +8,15 @@ import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 
+import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 
 /**
  * The wire protocol's codecs that {@link RdmaProtocol} holds (package-private, hence this package in the benchmarks
  * module): the handshake in the RDMA CM private data, encoded and parsed, and the reject message. They run once per
- * connection. The 4-byte header of every SEND is written and read inline in {@code RdmaSocketChannel}
- * ({@code SendBuilder.end}, {@code postControl}, {@code onRecvCompletion}) and has no method of its own to measure.
+ * connection; and the 4-byte header of every SEND ({@link RdmaProtocol#putHeader}, {@link RdmaProtocol#headerType},
+ * {@link RdmaProtocol#headerCredits}), written into and read from direct memory as the channel does with its staging
+ * and receive buffers.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
@@ -22,12 +24,36 @@ import java.util.concurrent.TimeUnit;
 public class HeaderCodecBenchmark {
     private byte[] handshake;
     private byte[] reject;
+    private final ByteBuffer slots = ByteBuffer.allocateDirect(16 * 16384);
+    private int slot;
+    private int credits;
 
     @Setup
     public void setUp() {
         handshake = RdmaProtocol.handshake(16384, 16);
         reject = RdmaProtocol.reject(RdmaProtocol.REJECT_VERSION, "protocol version 2 not supported (this side "
                 + "speaks 1)");
+        for (int i = 0; i < 16; i++) {
+            RdmaProtocol.putHeader(slots, i * 16384, RdmaProtocol.TYPE_DATA, i);
+        }
+    }
+
+    /** The header of a SEND, into the next of 16 slots of 16 KiB (as the channel's staging memory). */
+    @Benchmark
+    public int encodeHeader() {
+        int at = slot * 16384;
+        slot = (slot + 1) & 15;
+        credits = (credits + 1) & 0xffff;
+        RdmaProtocol.putHeader(slots, at, RdmaProtocol.TYPE_DATA, credits);
+        return at;
+    }
+
+    /** Type and credits of a received message's header (as on a receive completion). */
+    @Benchmark
+    public int decodeHeader() {
+        int at = slot * 16384;
+        slot = (slot + 1) & 15;
+        return RdmaProtocol.headerType(slots, at) << 16 | RdmaProtocol.headerCredits(slots, at);
     }
 
     /** The connecting side's private data: magic, version, flags, receive buffer size and count. */

@@ -29,6 +29,23 @@ final class RdmaProtocol {
     static final int TYPE_FIN = 3;
     static final int MAX_CREDITS_PER_HEADER = 0xffff;
 
+    /** Writes the header of a SEND at {@code at}: {@code type}, reserved 0, {@code credits} (0..0xffff). */
+    static void putHeader(ByteBuffer buf, int at, int type, int credits) {
+        buf.put(at, (byte) type);
+        buf.put(at + 1, (byte) 0);
+        buf.putShort(at + 2, (short) credits);
+    }
+
+    /** The message type of the header at {@code at}. */
+    static int headerType(ByteBuffer buf, int at) {
+        return buf.get(at) & 0xff;
+    }
+
+    /** The credits the header at {@code at} grants. */
+    static int headerCredits(ByteBuffer buf, int at) {
+        return buf.getShort(at + 2) & 0xffff;
+    }
+
     private RdmaProtocol() {
     }
 

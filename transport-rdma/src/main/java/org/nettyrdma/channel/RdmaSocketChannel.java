@@ -974,8 +974,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
             }
             int base = slot * recvSize;
-            int type = recvMemory.get(base) & 0xff;
-            int credits = recvMemory.getShort(base + 2) & 0xffff;
+            int type = RdmaProtocol.headerType(recvMemory, base);
+            int credits = RdmaProtocol.headerCredits(recvMemory, base);
             sendCredits += credits;
             switch (type) {
                 case RdmaProtocol.TYPE_DATA:
@@ -1299,9 +1299,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
 
             private void end() {
                 int base = slot * stageSize;
-                stagingView.put(base, (byte) RdmaProtocol.TYPE_DATA);
-                stagingView.put(base + 1, (byte) 0);
-                stagingView.putShort(base + 2, (short) takeOwedCredits());
+                RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_DATA, takeOwedCredits());
                 sendWrs.setSge(count, 0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH + copied,
                         stagingMr.lkey());
                 if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
@@ -1331,9 +1329,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         private void postControl(int type) {
             int slot = sqNext;
             int base = slot * stageSize;
-            stagingView.put(base, (byte) type);
-            stagingView.put(base + 1, (byte) 0);
-            stagingView.putShort(base + 2, (short) takeOwedCredits());
+            RdmaProtocol.putHeader(stagingView, base, type, takeOwedCredits());
             sendWrs.setSend(0, wrId(slot, false), WrOpcode.SEND, SendFlags.SIGNALED | SendFlags.INLINE)
                     .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
             try {
