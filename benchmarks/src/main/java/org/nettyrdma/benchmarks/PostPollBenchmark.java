@@ -14,6 +14,7 @@ import org.nettyrdma.verbs.WorkRequestList;
 import org.nettyrdma.verbs.WrOpcode;
 import org.nettyrdma.verbs.emulated.EmulatedFabric;
 import org.nettyrdma.verbs.emulated.EmulatedProvider;
+import org.nettyrdma.verbs.jni.JniProvider;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Mode;
@@ -31,8 +32,10 @@ import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The verbs data path on the emulated provider: post a RECV and a SEND on a connected QP pair and poll both completion
- * queues until they complete. Nothing on this path may allocate: {@code -prof gc} should report ~0 B/op.
+ * The verbs data path: post a RECV and a SEND on a connected QP pair and poll both completion queues until they
+ * complete. Nothing on this path may allocate: {@code -prof gc} should report ~0 B/op. On the emulated provider by
+ * default; {@code -p provider=native} runs it on the JNI provider over a real device, whose IP (loopback through the
+ * device) is {@code -Dorg.nettyrdma.bench.address} (docs/performance.md has the command for the VM).
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
@@ -45,7 +48,11 @@ public class PostPollBenchmark {
     @Param({"64", "4096"})
     public int size;
 
-    private VerbsProvider provider;
+    /** {@code emulated}, or {@code native} on the device that has {@code -Dorg.nettyrdma.bench.address}. */
+    @Param({"emulated"})
+    public String provider;
+
+    private VerbsProvider verbs;
     private LoopbackConnection connection;
     private QueuePair clientQp;
     private QueuePair serverQp;
@@ -59,11 +66,21 @@ public class PostPollBenchmark {
 
     @Setup
     public void setUp() throws IOException {
-        EmulatedFabric fabric = new EmulatedFabric();
-        InetAddress loopback = InetAddress.getLoopbackAddress();
-        fabric.addDevice("emu0", EmulatedFabric.defaultAttributes(DeviceAttributes.Transport.ROCE), loopback);
-        provider = new EmulatedProvider(fabric);
-        connection = LoopbackConnection.open(provider, loopback, 2 * CHAIN);
+        InetAddress address;
+        if ("native".equals(provider)) {
+            String ip = System.getProperty("org.nettyrdma.bench.address");
+            if (ip == null) {
+                throw new IllegalArgumentException("provider=native needs -Dorg.nettyrdma.bench.address=<device IP>");
+            }
+            address = InetAddress.getByName(ip);
+            verbs = JniProvider.create();
+        } else {
+            EmulatedFabric fabric = new EmulatedFabric();
+            address = InetAddress.getLoopbackAddress();
+            fabric.addDevice("emu0", EmulatedFabric.defaultAttributes(DeviceAttributes.Transport.ROCE), address);
+            verbs = new EmulatedProvider(fabric);
+        }
+        connection = LoopbackConnection.open(verbs, address, 2 * CHAIN);
         clientQp = connection.client().qp();
         serverQp = connection.server().qp();
         clientSendCq = connection.client().sendCq();
@@ -94,7 +111,7 @@ public class PostPollBenchmark {
                 connection.close();
             }
         } finally {
-            provider.close();
+            verbs.close();
         }
     }
 
