@@ -699,6 +699,17 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 eventLoop().execute(() -> close(promise, cause, closeCause));
                 return;
             }
+            if (conn != null && !conn.sendOpen && !conn.destroyed && !conn.failed && !conn.peerGone
+                    && config.getSoLinger() != 0 && isActive()) {
+                ChannelOutboundBuffer out = outboundBuffer();
+                if (out != null && !out.isEmpty()) {
+                    // an accepted channel still waiting for the greeting: its flushed writes go out first (over TCP
+                    // they would be in the socket already), then it closes (Connection.onBatchComplete)
+                    conn.closeWhenOpen = true;
+                    closeFuture().addListener(f -> promise.trySuccess());
+                    return;
+                }
+            }
             if (conn != null && !conn.failed && !conn.peerGone && config.getSoLinger() != 0) {
                 conn.settleInFlight();
             }
@@ -799,6 +810,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
 
         /** Whether sends may be posted: at once when connecting, after the peer's first message when accepted. */
         boolean sendOpen;
+        /** close() came before the greeting, with writes to send first: it happens once they are posted. */
+        boolean closeWhenOpen;
         private Future<?> greetingWait;
         boolean removing;
         boolean flushAfterRemove;
@@ -1125,6 +1138,11 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             ChannelOutboundBuffer out = u.outboundBuffer();
             if (out != null && !out.isEmpty() && isActive()) {
                 u.flush0();
+            }
+            if (closeWhenOpen && sendOpen) {
+                closeWhenOpen = false;
+                u.close(u.voidPromise()); // a close that waited for the greeting (RdmaSocketUnsafe.close)
+                return;
             }
             maybeReturnCredits();
             if (closing) {

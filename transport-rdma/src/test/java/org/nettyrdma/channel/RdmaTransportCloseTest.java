@@ -111,6 +111,42 @@ class RdmaTransportCloseTest {
         server.close().sync();
     }
 
+    /**
+     * A server that writes and closes as soon as the connection is up (a banner, a "busy" reply), before the
+     * connecting side's greeting has arrived (docs/protocol.md): over TCP those bytes are in the socket already; here
+     * the close waits until they could be sent, and the client reads them, then a quiet channelInactive.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void writeAndCloseInChannelActiveDeliversTheWrite() throws Exception {
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelActive(ChannelHandlerContext ctx) {
+                                ctx.writeAndFlush(Unpooled.copiedBuffer("busy", StandardCharsets.US_ASCII));
+                                ctx.close();
+                            }
+                        }, serverErrors);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            for (int i = 0; i < 5; i++) {
+                EventRecorder events = new EventRecorder();
+                RdmaTestSupport.clientBootstrap(clientGroup).handler(events).connect(server.localAddress()).sync();
+                RdmaTestSupport.await(events.inactive, 10_000, "client channelInactive after the server's close",
+                        events::toString);
+                assertEquals(List.of("read:busy", "inactive"), events.events, "client events, connection " + i);
+            }
+            assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
+        } finally {
+            server.close().sync();
+        }
+    }
+
     @Test
     @Timeout(value = 30, unit = TimeUnit.SECONDS)
     void orderlyCloseOfThePeerDeliversItsDataThenAQuietInactive() throws Exception {
