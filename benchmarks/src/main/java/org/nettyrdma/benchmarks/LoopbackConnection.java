@@ -178,9 +178,20 @@ final class LoopbackConnection implements AutoCloseable {
             case ESTABLISHED:
                 endpointOf(e).established = true;
                 return;
-            case DISCONNECTED:
-                endpointOf(e).disconnected = true;
+            case DISCONNECTED: {
+                Endpoint end = endpointOf(e);
+                end.disconnected = true;
+                if (end == server) {
+                    // answer the client's disconnect: on InfiniBand and RoCE the client's DISCONNECTED waits for it
+                    // (the DREP) or for the CM's time-out
+                    try {
+                        server.id.disconnect();
+                    } catch (VerbsException ignored) {
+                        // iWARP and the emulated provider need no answer
+                    }
+                }
                 return;
+            }
             default:
                 throw new IOException("RDMA CM: unexpected " + e + " for the " + e.id().context());
         }
