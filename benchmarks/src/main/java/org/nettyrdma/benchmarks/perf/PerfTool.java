@@ -171,6 +171,16 @@ public final class PerfTool {
                     plan.add(new int[] {PerfProtocol.MODE_BANDWIDTH, size});
                 }
             }
+            // each mode's first step once more, unmeasured, before the plan: the JIT compiles the transport's paths
+            // there, not during the first measured size (which otherwise came out tens of µs slow)
+            byte warmedMode = -1;
+            for (int[] step : plan) {
+                if (step[0] != warmedMode) {
+                    warmedMode = (byte) step[0];
+                    PerfResult discarded = new PerfResult(label, "", step[1], o.connections);
+                    measure(discarded, warmedMode, channels, handlers, loopThreads, o);
+                }
+            }
             for (int[] step : plan) {
                 byte mode = (byte) step[0];
                 current = new PerfResult(label, mode == PerfProtocol.MODE_LATENCY ? PerfResult.LATENCY
