@@ -39,7 +39,7 @@ public final class TransportDemo {
     private static final Logger logger = LogManager.getLogger(TransportDemo.class);
     private static final int[] SIZES = {64, 4096, 65536};
     private static final int PING_SIZE = 64;
-    private static final long PING_WARMUP_NS = TimeUnit.MILLISECONDS.toNanos(500);
+    private static final long PING_WARMUP_NS = TimeUnit.MILLISECONDS.toNanos(2000);
     private static final long PING_MEASURE_NS = TimeUnit.MILLISECONDS.toNanos(1000);
     /** Streams of 1 MiB, doubled while a run is short, warm up; their last rate sizes the measured runs. */
     private static final long STREAM_WARMUP_NS = TimeUnit.MILLISECONDS.toNanos(400);
