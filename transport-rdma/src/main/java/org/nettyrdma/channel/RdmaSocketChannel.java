@@ -894,8 +894,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
 
         /**
          * No greeting {@value #GREETING_WAIT_MILLIS} ms after the accept: send anyway. By then the connecting side's
-         * QP is ready; its greeting is late or stranded: soft-iWARP can leave a first frame that arrives while it is
-         * still accepting in the socket until more data comes (seen once in ~500 connections, under load).
+         * QP is ready; its greeting is late or lost (on soft-iWARP under load, one connection in ~500 never had its
+         * greeting delivered to the accepting side).
          */
         private void greetingLate() {
             greetingWait = null;
