@@ -327,9 +327,10 @@ static void conn_param(struct rdma_conn_param *param, const struct private_data 
     param->rnr_retry_count = (uint8_t) rnr_retry_count;
 }
 
-static jint netty_rdma_connect(JNIEnv *env, jclass clazz, jlong id, jbyteArray data, jint responder_resources,
-                               jint initiator_depth, jint retry_count, jint rnr_retry_count) {
-    (void) clazz;
+/* rdma_connect or rdma_accept (same parameters) with the handshake in the private data. */
+static jint establish(JNIEnv *env, jlong id, jbyteArray data, jint responder_resources, jint initiator_depth,
+                      jint retry_count, jint rnr_retry_count,
+                      int (*verb)(struct rdma_cm_id *, struct rdma_conn_param *)) {
     struct private_data pdata;
     struct rdma_conn_param param;
     if (copy_private_data(env, data, &pdata) != 0) {
@@ -337,20 +338,21 @@ static jint netty_rdma_connect(JNIEnv *env, jclass clazz, jlong id, jbyteArray d
     }
     conn_param(&param, &pdata, responder_resources, initiator_depth, retry_count, rnr_retry_count);
     errno = 0;
-    return rc_of(rdma_connect(NETTY_RDMA_HANDLE(struct rdma_cm_id, id), &param));
+    return rc_of(verb(NETTY_RDMA_HANDLE(struct rdma_cm_id, id), &param));
+}
+
+static jint netty_rdma_connect(JNIEnv *env, jclass clazz, jlong id, jbyteArray data, jint responder_resources,
+                               jint initiator_depth, jint retry_count, jint rnr_retry_count) {
+    (void) clazz;
+    return establish(env, id, data, responder_resources, initiator_depth, retry_count, rnr_retry_count,
+                     rdma_connect);
 }
 
 static jint netty_rdma_accept(JNIEnv *env, jclass clazz, jlong id, jbyteArray data, jint responder_resources,
                               jint initiator_depth, jint retry_count, jint rnr_retry_count) {
     (void) clazz;
-    struct private_data pdata;
-    struct rdma_conn_param param;
-    if (copy_private_data(env, data, &pdata) != 0) {
-        return -EINVAL;
-    }
-    conn_param(&param, &pdata, responder_resources, initiator_depth, retry_count, rnr_retry_count);
-    errno = 0;
-    return rc_of(rdma_accept(NETTY_RDMA_HANDLE(struct rdma_cm_id, id), &param));
+    return establish(env, id, data, responder_resources, initiator_depth, retry_count, rnr_retry_count,
+                     rdma_accept);
 }
 
 static jint netty_rdma_reject(JNIEnv *env, jclass clazz, jlong id, jbyteArray data) {

@@ -492,6 +492,19 @@ static int has_immediate(uint32_t opcode) {
     return opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
 
+/* Copies a descriptor slot's num_sge SGEs into ibv_sge form; their total length. */
+static inline uint64_t load_sges(const uint8_t *slot, uint32_t num_sge, struct ibv_sge *out) {
+    uint64_t bytes = 0;
+    for (uint32_t j = 0; j < num_sge; j++) {
+        const uint8_t *sge = slot + WR_OFFSET_SGES + j * SGE_SIZE;
+        out[j].addr = netty_rdma_load64(sge + SGE_OFFSET_ADDR);
+        out[j].length = netty_rdma_load32(sge + SGE_OFFSET_LENGTH);
+        out[j].lkey = netty_rdma_load32(sge + SGE_OFFSET_LKEY);
+        bytes += out[j].length;
+    }
+    return bytes;
+}
+
 /*
  * ibv_post_send of slots offset .. offset + count - 1 of the WorkRequestList at address, in chains of at most
  * POST_CHUNK_WRS work requests. Each request is checked first as the SPI requires of every provider (SGE count,
@@ -534,14 +547,7 @@ static jlong netty_rdma_postSend(JNIEnv *env, jclass clazz, jlong handle, jlong 
             }
             struct ibv_send_wr *wr = &wrs[n];
             memset(wr, 0, sizeof(*wr));
-            uint64_t bytes = 0;
-            for (uint32_t j = 0; j < num_sge; j++) {
-                const uint8_t *sge = slot + WR_OFFSET_SGES + j * SGE_SIZE;
-                sges[used + j].addr = netty_rdma_load64(sge + SGE_OFFSET_ADDR);
-                sges[used + j].length = netty_rdma_load32(sge + SGE_OFFSET_LENGTH);
-                sges[used + j].lkey = netty_rdma_load32(sge + SGE_OFFSET_LKEY);
-                bytes += sges[used + j].length;
-            }
+            uint64_t bytes = load_sges(slot, num_sge, &sges[used]);
             if ((flags & IBV_SEND_INLINE) && (opcode == IBV_WR_RDMA_READ || bytes > q->max_inline)) {
                 err = -EINVAL;
                 break;
@@ -606,12 +612,7 @@ static jlong netty_rdma_postRecv(JNIEnv *env, jclass clazz, jlong handle, jlong 
             }
             struct ibv_recv_wr *wr = &wrs[n];
             memset(wr, 0, sizeof(*wr));
-            for (uint32_t j = 0; j < num_sge; j++) {
-                const uint8_t *sge = slot + WR_OFFSET_SGES + j * SGE_SIZE;
-                sges[used + j].addr = netty_rdma_load64(sge + SGE_OFFSET_ADDR);
-                sges[used + j].length = netty_rdma_load32(sge + SGE_OFFSET_LENGTH);
-                sges[used + j].lkey = netty_rdma_load32(sge + SGE_OFFSET_LKEY);
-            }
+            load_sges(slot, num_sge, &sges[used]);
             wr->wr_id = netty_rdma_load64(slot + WR_OFFSET_WR_ID);
             wr->num_sge = (int) num_sge;
             wr->sg_list = num_sge > 0 ? &sges[used] : NULL;

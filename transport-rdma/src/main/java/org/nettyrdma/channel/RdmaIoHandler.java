@@ -1,5 +1,8 @@
 package org.nettyrdma.channel;
 
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.EventLoop;
+import io.netty.channel.IoEventLoop;
 import io.netty.channel.IoHandle;
 import io.netty.channel.IoHandler;
 import io.netty.channel.IoHandlerContext;
@@ -242,6 +245,37 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     /** Asks for {@link RdmaIoHandle#onBatchComplete()} once the current batch of completions is done. */
+    /** What a channel sets up once its loop has registered it; an exception fails the registration. */
+    interface Registered {
+        void run(IoRegistration ioRegistration, Registration registration) throws Exception;
+    }
+
+    /**
+     * Registers a channel's handle on its event loop, then runs {@code then} and completes {@code promise}. Once only:
+     * an RDMA channel's queue pair and CM id live on the loop's completion queue and event channel.
+     */
+    static void register(EventLoop loop, RdmaIoHandle handle, boolean alreadyRegistered, ChannelPromise promise,
+                         Registered then) {
+        if (alreadyRegistered) {
+            promise.setFailure(new IllegalStateException("an RDMA channel cannot move to another event loop"));
+            return;
+        }
+        ((IoEventLoop) loop).register(handle).addListener(f -> {
+            if (!f.isSuccess()) {
+                promise.setFailure(f.cause());
+                return;
+            }
+            IoRegistration ioRegistration = (IoRegistration) f.getNow();
+            try {
+                then.run(ioRegistration, ioRegistration.attachment());
+            } catch (Throwable t) {
+                promise.setFailure(t);
+                return;
+            }
+            promise.setSuccess();
+        });
+    }
+
     void touch(RdmaIoHandle handle) {
         if (touchedCount == touched.length) {
             touched = java.util.Arrays.copyOf(touched, touchedCount * 2);

@@ -84,25 +84,11 @@ public final class RdmaServerSocketChannel extends AbstractServerChannel impleme
 
     @Override
     protected void doRegister(ChannelPromise promise) {
-        if (registration != null) {
-            promise.setFailure(new IllegalStateException("an RDMA channel cannot move to another event loop"));
-            return;
-        }
-        ((IoEventLoop) eventLoop()).register((RdmaServerUnsafe) unsafe()).addListener(f -> {
-            if (!f.isSuccess()) {
-                promise.setFailure(f.cause());
-                return;
-            }
-            ioRegistration = (IoRegistration) f.getNow();
-            registration = ioRegistration.attachment();
-            try {
-                RdmaIoHandler handler = registration.handler();
-                id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
-            } catch (Throwable t) {
-                promise.setFailure(t);
-                return;
-            }
-            promise.setSuccess();
+        RdmaIoHandler.register(eventLoop(), (RdmaServerUnsafe) unsafe(), registration != null, promise, (io, r) -> {
+            ioRegistration = io;
+            registration = r;
+            RdmaIoHandler handler = r.handler();
+            id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
         });
     }
 

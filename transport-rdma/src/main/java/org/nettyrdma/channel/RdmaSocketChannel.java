@@ -243,35 +243,21 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
 
     @Override
     protected void doRegister(ChannelPromise promise) {
-        if (registration != null) {
-            promise.setFailure(new IllegalStateException("an RDMA channel cannot move to another event loop"));
-            return;
-        }
-        ((IoEventLoop) eventLoop()).register((RdmaSocketUnsafe) unsafe()).addListener(f -> {
-            if (!f.isSuccess()) {
-                promise.setFailure(f.cause());
-                return;
+        RdmaIoHandler.register(eventLoop(), (RdmaSocketUnsafe) unsafe(), registration != null, promise, (io, r) -> {
+            ioRegistration = io;
+            registration = r;
+            handler = r.handler();
+            if (id == null) {
+                id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
+            } else {
+                id.migrate(handler.cmChannel());
+                id.context(unsafe());
             }
-            ioRegistration = (IoRegistration) f.getNow();
-            registration = ioRegistration.attachment();
-            handler = registration.handler();
-            try {
-                if (id == null) {
-                    id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
-                } else {
-                    id.migrate(handler.cmChannel());
-                    id.context(unsafe());
-                }
-                if (parent() != null && conn == null && isOpen()) {
-                    // accepted: connect before the pipeline learns it is registered, so that it is active then, as
-                    // an accepted TCP channel is
-                    ((RdmaSocketUnsafe) unsafe()).accept();
-                }
-            } catch (Throwable t) {
-                promise.setFailure(t);
-                return;
+            if (parent() != null && conn == null && isOpen()) {
+                // accepted: connect before the pipeline learns it is registered, so that it is active then, as
+                // an accepted TCP channel is
+                ((RdmaSocketUnsafe) unsafe()).accept();
             }
-            promise.setSuccess();
         });
     }
 

@@ -61,4 +61,15 @@ public final class QpInitAttributes {
         return "QpInitAttributes{maxSendWr=" + maxSendWr + ", maxRecvWr=" + maxRecvWr + ", maxSendSge=" + maxSendSge
                 + ", maxRecvSge=" + maxRecvSge + ", maxInlineData=" + maxInlineData + ", signalAll=" + signalAll + '}';
     }
+
+    /** What every provider checks in {@code rdma_create_qp}: each capacity within the device's limits. */
+    public void checkWithin(DeviceAttributes limits) throws VerbsException {
+        if (maxSendWr() < 1 || maxSendWr() > limits.maxQpWr()
+                || maxRecvWr() < 1 || maxRecvWr() > limits.maxQpWr()
+                || maxSendSge() < 0 || maxSendSge() > limits.maxSge()
+                || maxRecvSge() < 0 || maxRecvSge() > limits.maxSge()
+                || maxInlineData() < 0 || maxInlineData() > limits.maxInlineData()) {
+            throw new VerbsException("rdma_create_qp", Errno.EINVAL, this + " exceeds " + limits);
+        }
+    }
 }

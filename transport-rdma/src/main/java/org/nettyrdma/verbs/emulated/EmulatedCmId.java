@@ -202,14 +202,7 @@ final class EmulatedCmId implements CmId {
                 throw new VerbsException("rdma_create_qp", Errno.EINVAL,
                         "protection domain and completion queues must be of the id's device " + device.name());
             }
-            DeviceAttributes limits = device.attributes();
-            if (attributes.maxSendWr() < 1 || attributes.maxSendWr() > limits.maxQpWr()
-                    || attributes.maxRecvWr() < 1 || attributes.maxRecvWr() > limits.maxQpWr()
-                    || attributes.maxSendSge() < 0 || attributes.maxSendSge() > limits.maxSge()
-                    || attributes.maxRecvSge() < 0 || attributes.maxRecvSge() > limits.maxSge()
-                    || attributes.maxInlineData() < 0 || attributes.maxInlineData() > limits.maxInlineData()) {
-                throw new VerbsException("rdma_create_qp", Errno.EINVAL, attributes + " exceeds " + limits);
-            }
+            attributes.checkWithin(device.attributes());
             EmulatedProtectionDomain epd = (EmulatedProtectionDomain) pd;
             EmulatedCompletionQueue scq = (EmulatedCompletionQueue) attributes.sendCq();
             EmulatedCompletionQueue rcq = (EmulatedCompletionQueue) attributes.recvCq();

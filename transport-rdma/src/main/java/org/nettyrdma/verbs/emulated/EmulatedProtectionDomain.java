@@ -10,7 +10,6 @@ import org.nettyrdma.verbs.VerbsException;
 import java.nio.ByteBuffer;
 
 final class EmulatedProtectionDomain implements ProtectionDomain {
-    private static final int KNOWN_ACCESS = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
 
     private final EmulatedDevice device;
     private int users;
@@ -31,11 +30,7 @@ final class EmulatedProtectionDomain implements ProtectionDomain {
 
     @Override
     public MemoryRegion registerMemory(ByteBuffer buffer, int access) throws VerbsException {
-        if (buffer == null || (access & ~KNOWN_ACCESS) != 0
-                || ((access & Access.REMOTE_WRITE) != 0 && (access & Access.LOCAL_WRITE) == 0)) {
-            throw new VerbsException("ibv_reg_mr", Errno.EINVAL,
-                    buffer == null ? "no buffer" : "access flags " + access + " (remote write needs local write)");
-        }
+        Access.checkRegistration(buffer, access);
         if (buffer.capacity() > device.attributes().maxMrSize()) {
             throw new VerbsException("ibv_reg_mr", Errno.EINVAL,
                     buffer.capacity() + " bytes over max_mr_size " + device.attributes().maxMrSize());

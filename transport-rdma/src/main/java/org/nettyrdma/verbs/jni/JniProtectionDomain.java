@@ -11,7 +11,6 @@ import java.nio.ByteBuffer;
 
 /** {@code ibv_pd}; counts its memory regions and queue pairs so that closing it while they live is EBUSY. */
 final class JniProtectionDomain implements ProtectionDomain {
-    private static final int KNOWN_ACCESS = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
 
     private final JniDevice device;
     private final long handle;
@@ -38,11 +37,7 @@ final class JniProtectionDomain implements ProtectionDomain {
 
     @Override
     public MemoryRegion registerMemory(ByteBuffer buffer, int access) throws VerbsException {
-        if (buffer == null || (access & ~KNOWN_ACCESS) != 0
-                || ((access & Access.REMOTE_WRITE) != 0 && (access & Access.LOCAL_WRITE) == 0)) {
-            throw new VerbsException("ibv_reg_mr", Errno.EINVAL,
-                    buffer == null ? "no buffer" : "access flags " + access + " (remote write needs local write)");
-        }
+        Access.checkRegistration(buffer, access);
         if (!buffer.isDirect()) {
             throw new VerbsException("ibv_reg_mr", Errno.EINVAL, "a heap buffer: the JNI provider registers only "
                     + "direct buffers");
