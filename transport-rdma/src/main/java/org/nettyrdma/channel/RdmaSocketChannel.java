@@ -673,6 +673,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             }
         }
 
+        /** Overridden only to be callable from {@link Connection} (posts what the pipeline flushed). */
         @Override
         protected void flush0() {
             super.flush0();
