@@ -1,20 +1,4 @@
-package org.nettyrdma.benchmarks;
-
-import org.nettyrdma.verbs.Access;
-import org.nettyrdma.verbs.CmEvent;
-import org.nettyrdma.verbs.CmEventChannel;
-import org.nettyrdma.verbs.CmEventType;
-import org.nettyrdma.verbs.CmId;
-import org.nettyrdma.verbs.CompletionQueue;
-import org.nettyrdma.verbs.ConnectionParameters;
-import org.nettyrdma.verbs.Device;
-import org.nettyrdma.verbs.EventWaiter;
-import org.nettyrdma.verbs.MemoryRegion;
-import org.nettyrdma.verbs.ProtectionDomain;
-import org.nettyrdma.verbs.QpInitAttributes;
-import org.nettyrdma.verbs.QueuePair;
-import org.nettyrdma.verbs.VerbsException;
-import org.nettyrdma.verbs.VerbsProvider;
+package org.nettyrdma.verbs;
 
 import java.io.IOException;
 import java.net.InetAddress;
@@ -26,16 +10,17 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * A client and a server RC queue pair connected over RDMA CM on a loopback address, both driven by the calling thread
- * as one event loop would drive them. Owns every verbs object it creates and closes them in reverse order.
+ * as one event loop would drive them. Owns every verbs object it creates and closes them in reverse order. For tools
+ * that exercise a provider below the transport: the examples' verbs ping-pong and the post/poll benchmark.
  */
-final class LoopbackConnection implements AutoCloseable {
+public final class LoopbackConnection implements AutoCloseable {
     private static final int CM_TIMEOUT_MS = 2000;
     private static final long SETUP_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(10);
     /** No RDMA READs; 7 transport retries; 3 RNR retries (the users of this class never send without credit). */
     private static final ConnectionParameters PARAMETERS = new ConnectionParameters(null, 0, 0, 7, 3);
 
     /** One end: its CM id, protection domain, send and receive completion queues and queue pair. */
-    static final class Endpoint {
+    public static final class Endpoint {
         private final LoopbackConnection owner;
         private CmId id;
         private ProtectionDomain pd;
@@ -59,23 +44,23 @@ final class LoopbackConnection implements AutoCloseable {
         }
 
         /** Registers {@code buffer} for local access on this end; closed with the connection. */
-        MemoryRegion register(ByteBuffer buffer) throws VerbsException {
+        public MemoryRegion register(ByteBuffer buffer) throws VerbsException {
             return owner.own(pd.registerMemory(buffer, Access.LOCAL_WRITE));
         }
 
-        CmId id() {
+        public CmId id() {
             return id;
         }
 
-        QueuePair qp() {
+        public QueuePair qp() {
             return qp;
         }
 
-        CompletionQueue sendCq() {
+        public CompletionQueue sendCq() {
             return sendCq;
         }
 
-        CompletionQueue recvCq() {
+        public CompletionQueue recvCq() {
             return recvCq;
         }
     }
@@ -97,7 +82,8 @@ final class LoopbackConnection implements AutoCloseable {
      *
      * @param queueDepth work requests each queue of each QP holds, and completions each completion queue holds
      */
-    static LoopbackConnection open(VerbsProvider provider, InetAddress address, int queueDepth) throws IOException {
+    public static LoopbackConnection open(VerbsProvider provider, InetAddress address, int queueDepth)
+            throws IOException {
         LoopbackConnection connection = new LoopbackConnection(queueDepth);
         try {
             connection.connect(provider, address);
@@ -108,11 +94,11 @@ final class LoopbackConnection implements AutoCloseable {
         }
     }
 
-    Endpoint client() {
+    public Endpoint client() {
         return client;
     }
 
-    Endpoint server() {
+    public Endpoint server() {
         return server;
     }
 
