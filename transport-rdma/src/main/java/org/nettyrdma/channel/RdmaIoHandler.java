@@ -244,7 +244,6 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
-    /** Asks for {@link RdmaIoHandle#onBatchComplete()} once the current batch of completions is done. */
     /** What a channel sets up once its loop has registered it; an exception fails the registration. */
     interface Registered {
         void run(IoRegistration ioRegistration, Registration registration) throws Exception;
@@ -276,6 +275,7 @@ public final class RdmaIoHandler implements IoHandler {
         });
     }
 
+    /** Asks for {@link RdmaIoHandle#onBatchComplete()} once the current batch of completions is done. */
     void touch(RdmaIoHandle handle) {
         if (touchedCount == touched.length) {
             touched = java.util.Arrays.copyOf(touched, touchedCount * 2);

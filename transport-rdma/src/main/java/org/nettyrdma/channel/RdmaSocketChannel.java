@@ -540,7 +540,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             }
             ChannelPromise p = connectPromise;
             if (conn == null || state != CONNECTING || p == null) {
-                return; // an accepted channel is active since its accept
+                return; // the connect ended before (closed, failed or timed out)
             }
             try {
                 conn.peerReady(Handshake.parse(event.privateData(), event.privateDataLength()));
