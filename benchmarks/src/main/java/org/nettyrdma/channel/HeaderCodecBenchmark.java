@@ -1,5 +1,7 @@
 package org.nettyrdma.channel;
 
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Mode;
@@ -14,7 +16,7 @@ import java.util.concurrent.TimeUnit;
 /**
  * The wire protocol's codecs that {@link RdmaProtocol} holds (package-private, hence this package in the benchmarks
  * module): the handshake in the RDMA CM private data, encoded and parsed, and the reject message. They run once per
- * connection; and the 4-byte header of every SEND ({@link RdmaProtocol#putHeader}, {@link RdmaProtocol#headerType},
+ * connection; and the 4-byte header of every SEND ({@link RdmaProtocol#putHeader}, {@link RdmaProtocol#checkHeader}, {@link RdmaProtocol#headerType},
  * {@link RdmaProtocol#headerCredits}), written into and read from direct memory as the channel does with its staging
  * and receive buffers.
  */
@@ -25,6 +27,8 @@ public class HeaderCodecBenchmark {
     private byte[] handshake;
     private byte[] reject;
     private final ByteBuffer slots = ByteBuffer.allocateDirect(16 * 16384);
+    /** The slots as receive buffers: views of {@link #slots}. */
+    private final ByteBuf[] received = new ByteBuf[16];
     private int slot;
     private int credits;
 
@@ -35,6 +39,7 @@ public class HeaderCodecBenchmark {
                 + "speaks 1)");
         for (int i = 0; i < 16; i++) {
             RdmaProtocol.putHeader(slots, i * 16384, RdmaProtocol.TYPE_DATA, i);
+            received[i] = Unpooled.wrappedBuffer(slots.duplicate().position(i * 16384).limit((i + 1) * 16384).slice());
         }
     }
 
@@ -48,12 +53,15 @@ public class HeaderCodecBenchmark {
         return at;
     }
 
-    /** Type and credits of a received message's header (as on a receive completion). */
+    /** A received message's header checked, then its type and credits read (as on a receive completion). */
     @Benchmark
     public int decodeHeader() {
-        int at = slot * 16384;
+        ByteBuf message = received[slot];
         slot = (slot + 1) & 15;
-        return RdmaProtocol.headerType(slots, at) << 16 | RdmaProtocol.headerCredits(slots, at);
+        if (RdmaProtocol.checkHeader(message, 16384) != null) {
+            throw new IllegalStateException("malformed header");
+        }
+        return RdmaProtocol.headerType(message) << 16 | RdmaProtocol.headerCredits(message);
     }
 
     /** The connecting side's private data: magic, version, flags, receive buffer size and count. */

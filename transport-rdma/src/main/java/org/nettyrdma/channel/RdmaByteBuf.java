@@ -23,24 +23,20 @@ import java.nio.channels.ScatteringByteChannel;
  * {@link #regionOffset()} {@code + i}. Every access is a {@link ByteBuffer} absolute operation (no memory addresses,
  * so it needs no {@code sun.misc.Unsafe}).
  *
- * <p>Two kinds:
- * <ul>
- *   <li><em>pool-owned</em>, from {@link RdmaByteBufAllocator}: growable up to its max capacity (growing past its slot
- *   moves it to a larger one); releasing it returns its slot to the allocator and the object to a recycler.</li>
- *   <li><em>fixed</em> ({@link #fixed}), such as a connection's receive buffers: its capacity never changes, and when
- *   its reference count reaches 0 it tells its owner's {@link ReleaseHook}, which makes it live again with
- *   {@link #reuse(int, int)}.</li>
- * </ul>
+ * <p>Pool-owned, from {@link RdmaByteBufAllocator}: growable up to its max capacity (growing past its slot moves it to
+ * a larger one); releasing it returns its slot to the allocator and the object to a recycler. A connection's receive
+ * buffer is such a buffer too: when the transport hands it to the pipeline it is {@linkplain #lend lent}, and its
+ * release tells the lender ({@link LendHook}) how many bytes came back.
  */
 final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
 
-    /** Told when a fixed buffer's reference count reaches 0. */
-    interface ReleaseHook {
+    /** Told when a lent buffer is released. */
+    interface LendHook {
         /**
-         * The buffer with this index is no longer referenced: its owner may post it again. Called on the thread that
-         * released it, which need not be the owner's.
+         * A buffer lent with {@code bytes} was released (its memory is back in its pool). Called on the thread that
+         * released it, which need not be the lender's.
          */
-        void released(int index);
+        void returned(int bytes);
     }
 
     private static final Recycler<RdmaByteBuf> RECYCLER = new Recycler<RdmaByteBuf>() {
@@ -59,20 +55,21 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
     };
 
     private final Recycler.Handle<RdmaByteBuf> recyclerHandle;
-    private final ReleaseHook hook;
-    private final int hookIndex;
 
     private ByteBufAllocator alloc;
-    /** The allocator that owns the memory; {@code null} for a fixed buffer. */
+    /** The allocator that owns the memory. */
     private RdmaByteBufAllocator pool;
+    /** Told at release when the buffer was lent; {@code null} otherwise. */
+    private LendHook lendHook;
+    private int lentBytes;
     private RegisteredRegion region;
     private ByteBuffer memory;
     /** Region offset of buffer index 0. */
     private int offset;
     private int length;
-    /** Bytes available from {@code offset}: the slot (or dedicated region) size; {@code length} if fixed. */
+    /** Bytes available from {@code offset}: the slot (or dedicated region) size. */
     private int maxLength;
-    /** The slab of the slot; {@code null} for a dedicated region or a fixed buffer. */
+    /** The slab of the slot; {@code null} for a dedicated region. */
     private RdmaByteBufAllocator.Slab slab;
     private int slot;
     private ByteBuffer tmpNioBuf;
@@ -81,22 +78,6 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
     private RdmaByteBuf(Recycler.Handle<RdmaByteBuf> recyclerHandle) {
         super(0);
         this.recyclerHandle = recyclerHandle;
-        hook = null;
-        hookIndex = -1;
-    }
-
-    private RdmaByteBuf(ByteBufAllocator alloc, RegisteredRegion region, int offset, int length, ReleaseHook hook,
-                        int hookIndex) {
-        super(length);
-        recyclerHandle = null;
-        this.hook = hook;
-        this.hookIndex = hookIndex;
-        this.alloc = alloc;
-        this.region = region;
-        memory = region.memory();
-        this.offset = offset;
-        this.length = length;
-        maxLength = length;
     }
 
     /** A pool-owned buffer with no memory yet: {@link RdmaByteBufAllocator#allocate} gives it some. */
@@ -114,39 +95,15 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
     }
 
     /**
-     * A fixed buffer over {@code [offset, offset + length)} of {@code region}: live (reference count 1), indexes 0.
-     * When its reference count reaches 0 it calls {@code hook.released(hookIndex)}; {@link #reuse(int, int)} makes it
-     * live again. Its capacity and max capacity are {@code length}.
-     *
-     * @param alloc what {@link #alloc()} returns (and {@link #copy} allocates from)
-     */
-    static RdmaByteBuf fixed(ByteBufAllocator alloc, RegisteredRegion region, int offset, int length,
-                             ReleaseHook hook, int hookIndex) {
-        ObjectUtil.checkNotNull(alloc, "alloc");
-        ObjectUtil.checkNotNull(hook, "hook");
-        ObjectUtil.checkPositiveOrZero(offset, "offset");
-        ObjectUtil.checkPositiveOrZero(length, "length");
-        if (offset > region.capacity() - length) {
-            throw new IndexOutOfBoundsException("[" + offset + ", " + offset + " + " + length + ") is outside "
-                    + region);
-        }
-        return new RdmaByteBuf(alloc, region, offset, length, hook, hookIndex);
-    }
-
-    /**
-     * Makes a fixed buffer live again: reference count 1, the given indexes. Only its owner calls it, when nothing
-     * else references the buffer (after {@link ReleaseHook#released(int)}, or before first handing it out).
+     * Lends this buffer (the transport's, reference count 1) to the pipeline with the given indexes: when it is
+     * released, {@code hook} gets {@code bytes} back.
      *
      * @return this buffer
      */
-    RdmaByteBuf reuse(int readerIndex, int writerIndex) {
-        if (hook == null) {
-            throw new IllegalStateException("not a fixed buffer");
-        }
-        resetRefCnt();
+    RdmaByteBuf lend(LendHook hook, int bytes, int readerIndex, int writerIndex) {
+        lendHook = ObjectUtil.checkNotNull(hook, "hook");
+        lentBytes = bytes;
         setIndex(readerIndex, writerIndex);
-        markReaderIndex();
-        markWriterIndex();
         return this;
     }
 
@@ -201,11 +158,6 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
         return offset;
     }
 
-    /** Whether this is a fixed buffer (a connection's), rather than one of {@link RdmaByteBufAllocator}'s. */
-    boolean isFixed() {
-        return hook != null;
-    }
-
     private int idx(int index) {
         return offset + index;
     }
@@ -225,11 +177,6 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
         if (newCapacity == length) {
             ensureAccessible();
             return this;
-        }
-        if (pool == null) {
-            ensureAccessible();
-            throw new UnsupportedOperationException("a receive buffer has a fixed capacity of " + length
-                    + " bytes: copy it to get a larger or smaller buffer (requested: " + newCapacity + ')');
         }
         checkNewCapacity(newCapacity);
         boolean fits = newCapacity <= maxLength;
@@ -258,10 +205,7 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
 
     @Override
     protected void deallocate() {
-        if (hook != null) {
-            hook.released(hookIndex);
-            return;
-        }
+        LendHook lendHook = this.lendHook;
         RdmaByteBufAllocator pool = this.pool;
         RegisteredRegion region = this.region;
         RdmaByteBufAllocator.Slab slab = this.slab;
@@ -276,6 +220,10 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
         memory = null;
         this.slab = null;
         pool.free(region, slab, slot);
+        if (lendHook != null) {
+            this.lendHook = null;
+            lendHook.returned(lentBytes); // after the memory is back: what a lender counts as lent is still held
+        }
         recyclerHandle.recycle(this);
     }
 
@@ -664,6 +612,6 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
             return "RdmaByteBuf(freed)";
         }
         return "RdmaByteBuf(ridx: " + readerIndex() + ", widx: " + writerIndex() + ", cap: " + capacity() + '/'
-                + maxCapacity() + (hook != null ? ", fixed #" + hookIndex : "") + ", region offset: " + offset + ')';
+                + maxCapacity() + (lendHook != null ? ", lent" : "") + ", region offset: " + offset + ')';
     }
 }

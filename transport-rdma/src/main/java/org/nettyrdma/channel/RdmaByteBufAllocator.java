@@ -120,6 +120,14 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
 
     @Override
     protected ByteBuf newDirectBuffer(int initialCapacity, int maxCapacity) {
+        return toLeakAwareBuffer(untrackedBuffer(initialCapacity, maxCapacity));
+    }
+
+    /**
+     * A direct buffer that the leak detector does not track (yet): a connection's receive buffer, which
+     * {@link #trackLeaks} wraps when the transport lends it to the pipeline.
+     */
+    RdmaByteBuf untrackedBuffer(int initialCapacity, int maxCapacity) {
         RdmaByteBuf buf = RdmaByteBuf.newInstance(this, maxCapacity);
         try {
             allocate(buf, initialCapacity);
@@ -127,7 +135,7 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
             buf.discard();
             throw t;
         }
-        return toLeakAwareBuffer(buf);
+        return buf;
     }
 
     /** Gives {@code buf} memory for {@code capacity} bytes: a slot, or a region of its own. */

@@ -17,6 +17,13 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> CLOSE_TIMEOUT_MILLIS = valueOf(RdmaChannelOption.class,
             "CLOSE_TIMEOUT_MILLIS");
 
+    /**
+     * Bytes of receive buffers a channel lends to its pipeline (no copy) at most; past it, received bytes are copied
+     * into buffers of the channel's allocator (default 4 MiB).
+     */
+    public static final ChannelOption<Integer> MAX_LENT_RECEIVE_BYTES = valueOf(RdmaChannelOption.class,
+            "MAX_LENT_RECEIVE_BYTES");
+
     @SuppressWarnings({"unused", "deprecation"})
     private RdmaChannelOption() {
         super(null);

@@ -1,5 +1,7 @@
 package org.nettyrdma.channel;
 
+import java.util.concurrent.atomic.AtomicLong;
+
 /**
  * Traffic counters of a channel ({@link RdmaSocketChannel#counters()}) or of everything an event loop ran
  * ({@link RdmaIoHandler#counters()}). Written by the event loop, readable from any thread.
@@ -15,6 +17,10 @@ public final class RdmaCounters {
     volatile long copiedBytes;
     volatile long zeroCopyBytes;
     volatile long creditStalls;
+    volatile long receiveCopies;
+    volatile long receiveCopiedBytes;
+    /** Receive buffers the pipeline holds, in bytes (the application releases them on any thread). */
+    final AtomicLong lentBytes = new AtomicLong();
 
     /** Payload bytes handed to SENDs. */
     public long bytesSent() {
@@ -64,11 +70,34 @@ public final class RdmaCounters {
         return creditStalls;
     }
 
+    /**
+     * Received messages copied out of their receive buffer into a buffer of the channel's allocator, rather than lent
+     * to the pipeline as they are: the lending bounds were reached, or the {@code RecvByteBufAllocator} asked for
+     * smaller buffers.
+     */
+    public long receiveCopies() {
+        return receiveCopies;
+    }
+
+    public long receiveCopiedBytes() {
+        return receiveCopiedBytes;
+    }
+
+    /**
+     * Bytes of receive buffers lent to the pipeline and not yet released: bounded by
+     * {@link RdmaChannelOption#MAX_LENT_RECEIVE_BYTES} per channel and
+     * {@link RdmaIoHandlerConfig#setMaxLentReceiveBytes(long)} per event loop.
+     */
+    public long lentBytes() {
+        return lentBytes.get();
+    }
+
     @Override
     public String toString() {
         return "RdmaCounters{bytesSent=" + bytesSent + ", bytesReceived=" + bytesReceived + ", messagesSent="
                 + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
                 + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes
-                + ", zeroCopyBytes=" + zeroCopyBytes + ", creditStalls=" + creditStalls + '}';
+                + ", zeroCopyBytes=" + zeroCopyBytes + ", creditStalls=" + creditStalls + ", receiveCopies=" + receiveCopies
+                + ", receiveCopiedBytes=" + receiveCopiedBytes + ", lentBytes=" + lentBytes + '}';
     }
 }

@@ -418,6 +418,10 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     /** Per device: the shared protection domain, and this handler's completion channel and queue. */
+    RdmaIoHandlerConfig config() {
+        return config;
+    }
+
     static final class DeviceQueues {
         final Device device;
         final ProtectionDomain pd;

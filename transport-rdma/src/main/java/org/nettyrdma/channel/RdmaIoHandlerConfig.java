@@ -19,6 +19,7 @@ public final class RdmaIoHandlerConfig {
     private long busyPollNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollNanos", 20_000);
     private int completionQueueSize = SystemPropertyUtil.getInt("org.nettyrdma.completionQueueSize", 16384);
     private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
+    private long maxLentReceiveBytes = SystemPropertyUtil.getLong("org.nettyrdma.maxLentReceiveBytes", 64L << 20);
 
     /** The verbs provider: {@link #PROVIDER_NATIVE} (default), {@link #PROVIDER_EMULATED} or {@link #PROVIDER_AUTO}. */
     public RdmaIoHandlerConfig setProvider(String provider) {
@@ -65,8 +66,22 @@ public final class RdmaIoHandlerConfig {
         return completionBatchSize;
     }
 
+    /**
+     * Bytes of receive buffers the channels of one event loop lend to their pipelines at most (no copy); past it, they
+     * copy received bytes into buffers of their allocators.
+     */
+    public RdmaIoHandlerConfig setMaxLentReceiveBytes(long maxLentReceiveBytes) {
+        this.maxLentReceiveBytes = ObjectUtil.checkPositiveOrZero(maxLentReceiveBytes, "maxLentReceiveBytes");
+        return this;
+    }
+
+    public long getMaxLentReceiveBytes() {
+        return maxLentReceiveBytes;
+    }
+
     RdmaIoHandlerConfig copy() {
         return new RdmaIoHandlerConfig().setProvider(provider).setBusyPollNanos(busyPollNanos)
-                .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize);
+                .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize)
+                .setMaxLentReceiveBytes(maxLentReceiveBytes);
     }
 }

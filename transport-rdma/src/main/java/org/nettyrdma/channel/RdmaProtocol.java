@@ -1,5 +1,7 @@
 package org.nettyrdma.channel;
 
+import io.netty.buffer.ByteBuf;
+
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -19,6 +21,7 @@ final class RdmaProtocol {
     static final int REJECT_VERSION = 2;
     static final int REJECT_NO_RESOURCES = 3;
     static final int REJECT_REFUSED = 4;
+    static final int REJECT_INVALID = 5;
     /** Reject data: magic u32, version u16, reason u16, then a UTF-8 message up to the CM's 148-byte limit. */
     static final int MAX_REJECT_LENGTH = 148;
 
@@ -36,14 +39,38 @@ final class RdmaProtocol {
         buf.putShort(at + 2, (short) credits);
     }
 
-    /** The message type of the header at {@code at}. */
-    static int headerType(ByteBuffer buf, int at) {
-        return buf.get(at) & 0xff;
+    /** The message type of the header that starts {@code message}. */
+    static int headerType(ByteBuf message) {
+        return message.getUnsignedByte(0);
     }
 
-    /** The credits the header at {@code at} grants. */
-    static int headerCredits(ByteBuffer buf, int at) {
-        return buf.getShort(at + 2) & 0xffff;
+    /** The credits the header that starts {@code message} grants. */
+    static int headerCredits(ByteBuf message) {
+        return message.getUnsignedShort(2);
+    }
+
+    /**
+     * What is wrong with a received message of {@code byteLen} bytes that starts with its header, as the peer did it
+     * ("sent ..."), or {@code null} if it is well-formed: a known type, reserved 0, DATA with payload, CREDIT and FIN
+     * without.
+     */
+    static String checkHeader(ByteBuf message, int byteLen) {
+        if (byteLen < HEADER_LENGTH) {
+            return "sent a message of " + byteLen + " bytes, shorter than the " + HEADER_LENGTH + "-byte header";
+        }
+        int type = headerType(message);
+        if (type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_FIN) {
+            return "sent a message of unknown type " + type;
+        }
+        if (message.getByte(1) != 0) {
+            return "sent a header whose reserved byte is " + message.getUnsignedByte(1) + ", not 0";
+        }
+        if (type == TYPE_DATA ? byteLen == HEADER_LENGTH : byteLen != HEADER_LENGTH) {
+            return "sent a " + (type == TYPE_DATA ? "DATA message without payload"
+                    : (type == TYPE_FIN ? "FIN" : "CREDIT") + " message with " + (byteLen - HEADER_LENGTH)
+                    + " bytes of payload");
+        }
+        return null;
     }
 
     private RdmaProtocol() {
@@ -90,8 +117,10 @@ final class RdmaProtocol {
                         "protocol version " + version + " not supported (this side speaks " + VERSION + ')');
             }
             if (size <= HEADER_LENGTH || count < 2 || count > MAX_CREDITS_PER_HEADER) {
-                throw new RdmaProtocolException(REJECT_BAD_MAGIC,
-                        "invalid receive parameters: " + count + " buffers of " + size + " bytes");
+                // (larger values than this side's are fine: it sends no larger messages and holds no more memory)
+                throw new RdmaProtocolException(REJECT_INVALID,
+                        "invalid receive parameters: " + Integer.toUnsignedString(count) + " buffers of "
+                        + Integer.toUnsignedString(size) + " bytes");
             }
             return new Handshake(version, size, count);
         }

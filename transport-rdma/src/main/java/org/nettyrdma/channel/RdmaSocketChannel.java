@@ -1,6 +1,7 @@
 package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.AbstractChannel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelMetadata;
@@ -686,19 +687,11 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 eventLoop().execute(() -> close(promise, cause, closeCause));
                 return;
             }
-            if (conn != null && !conn.sendOpen && !conn.destroyed && !conn.failed && !conn.peerGone
-                    && config.getSoLinger() != 0 && isActive()) {
-                ChannelOutboundBuffer out = outboundBuffer();
-                if (out != null && !out.isEmpty()) {
-                    // an accepted channel still waiting for the greeting: its flushed writes go out first (over TCP
-                    // they would be in the socket already), then it closes (Connection.onBatchComplete)
-                    conn.closeWhenOpen = true;
-                    closeFuture().addListener(f -> promise.trySuccess());
-                    return;
-                }
-            }
             if (conn != null && !conn.failed && !conn.peerGone && config.getSoLinger() != 0) {
                 conn.settleInFlight();
+                if (isActive()) {
+                    conn.lingerFlushed(outboundBuffer());
+                }
             }
             super.close(promise, cause, closeCause);
         }
@@ -752,17 +745,12 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
      * The verbs side of one connection: the QP, its registered receive buffers and send staging memory, and the
      * credits both ways. Event loop only.
      */
-    private final class Connection implements RdmaByteBuf.ReleaseHook {
+    private final class Connection {
         private final RdmaIoHandler.DeviceQueues queues;
         private final QueuePair qp;
         private final int recvSize;
         private final int recvCount;
-        private final RegisteredRegion recvRegion;
-        private final MemoryRegion recvMr;
-        private final ByteBuffer recvMemory;
-        private final RdmaByteBuf[] recvBufs;
-        private final Runnable[] repostTasks;
-        private final WorkRequestList recvWrs = new WorkRequestList(1, 1);
+        private final ReceiveQueue recv;
         private final int sqDepth;
         private final int maxSge;
         private final int maxInline;
@@ -777,6 +765,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         private WorkRequestList sendWrs;
         private long[] sendRemoveBytes;
         private int sendCredits;
+        /** The peer's receive buffers: it never has more credits to give. */
+        private int peerRecvCount;
 
         private int sqInUse;
         private int sqNext;
@@ -786,19 +776,10 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         private long grantedToPeer;
         private long receivedFromPeer;
 
-        // received, not yet delivered: slot, offset, end (FIN: slot -1)
-        private final int[] pendSlot;
-        private final int[] pendOffset;
-        private final int[] pendEnd;
-        private int pendHead;
-        private int pendCount;
-        /** Receive buffers the pipeline holds (delivered without a copy, not yet released). */
-        private int lent;
-
         /** Whether sends may be posted: at once when connecting, after the peer's first message when accepted. */
         boolean sendOpen;
-        /** close() came before the greeting, with writes to send first: it happens once they are posted. */
-        boolean closeWhenOpen;
+        /** What an orderly close still sends: flushed writes not posted when the channel closed. */
+        private CloseLinger linger;
         private Future<?> greetingWait;
         boolean removing;
         boolean flushAfterRemove;
@@ -813,46 +794,58 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         boolean destroyed;
         private Future<?> closeTimeout;
 
-        Connection(Handshake knownPeer) throws VerbsException {
+        Connection(Handshake knownPeer) throws IOException {
             queues = handler.deviceQueues(id.device());
             DeviceAttributes limits = id.device().attributes();
             recvSize = config.getRdmaReceiveBufferSize();
             recvCount = config.getRdmaReceiveBufferCount();
-            sqDepth = Math.min(limits.maxQpWr(), Math.max(recvCount, knownPeer != null
-                    ? knownPeer.receiveBufferCount : recvCount) + 4);
+            // the send queue follows this side's configuration, never the peer's handshake (RdmaProtocol.Handshake)
+            sqDepth = Math.min(limits.maxQpWr(), recvCount + 4);
             maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
             maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
             reservedCqEntries = sqDepth + recvCount;
             queues.reserve(reservedCqEntries);
+            QueuePair createdQp = null;
+            ReceiveQueue receives = null;
             boolean ok = false;
             try {
-                recvRegion = new RegisteredRegion(recvSize * recvCount);
-                recvMr = recvRegion.memoryRegion(queues.pd);
-                recvMemory = recvRegion.memory().duplicate();
-                recvBufs = new RdmaByteBuf[recvCount];
-                repostTasks = new Runnable[recvCount];
-                for (int i = 0; i < recvCount; i++) {
-                    recvBufs[i] = RdmaByteBuf.fixed(config.getAllocator(), recvRegion, i * recvSize, recvSize, this, i);
-                    int slot = i;
-                    repostTasks[i] = () -> repost(slot);
-                }
-                pendSlot = new int[recvCount + 1];
-                pendOffset = new int[recvCount + 1];
-                pendEnd = new int[recvCount + 1];
-                qp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount, maxSge, 1,
-                        maxInline, false));
-                for (int i = 0; i < recvCount; i++) {
-                    postRecv(i);
+                createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount,
+                        maxSge, 1, maxInline, false));
+                receives = new ReceiveQueue(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
+                        wrId(0, true), new ReceiveQueue.LendLimits(counters, config.getMaxLentReceiveBytes(),
+                        handler.counters(), handler.config().getMaxLentReceiveBytes()));
+                receives.postAll();
+                qp = createdQp;
+                recv = receives;
+                if (knownPeer != null) {
+                    peerReady(knownPeer);
                 }
                 ok = true;
             } finally {
                 if (!ok) {
+                    // in reverse order of creation; the receive buffers only once no receive can reference them
+                    if (stagingRegion != null) {
+                        stagingRegion.close();
+                    }
+                    if (createdQp != null) {
+                        try {
+                            createdQp.close();
+                        } catch (VerbsException e) {
+                            logger.debug("destroying the QP of a failed connection set-up failed", e);
+                        }
+                    }
+                    if (receives != null) {
+                        receives.close();
+                    }
                     queues.release(reservedCqEntries);
                 }
             }
-            if (knownPeer != null) {
-                peerReady(knownPeer);
-            }
+        }
+
+        /** Where receive buffers come from: the channel's allocator if it is a registered one. */
+        private RdmaByteBufAllocator receiveMemory() {
+            ByteBufAllocator alloc = config.getAllocator();
+            return alloc instanceof RdmaByteBufAllocator ? (RdmaByteBufAllocator) alloc : RdmaByteBufAllocator.DEFAULT;
         }
 
         ConnectionParameters parameters() {
@@ -860,12 +853,19 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount), rd, rd, 7, RNR_RETRY);
         }
 
-        void peerReady(Handshake p) throws VerbsException {
+        void peerReady(Handshake p) throws IOException {
             if (sendWrs != null) {
                 return;
             }
             sendCredits += p.receiveBufferCount; // credits may have come with data that beat ESTABLISHED
-            stageSize = p.receiveBufferSize;
+            peerRecvCount = p.receiveBufferCount;
+            if (sendCredits > peerRecvCount) {
+                throw protocolViolation("granted " + sendCredits + " credits, more than its " + peerRecvCount
+                        + " receive buffers");
+            }
+            // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
+            // side allocates (staging is sqDepth sends of this size)
+            stageSize = Math.min(p.receiveBufferSize, recvSize);
             stagingRegion = new RegisteredRegion(stageSize * sqDepth);
             stagingMr = stagingRegion.memoryRegion(queues.pd);
             stagingView = stagingRegion.memory().duplicate();
@@ -914,43 +914,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
 
         // ---- receive side ----
 
-        private void postRecv(int slot) throws VerbsException {
-            recvWrs.setRecv(0, wrId(slot, true)).addSge(0, recvMr.address() + (long) slot * recvSize, recvSize,
-                    recvMr.lkey());
-            int rc = qp.postRecv(recvWrs, 0, 1);
-            if (rc < 0) {
-                throw new VerbsException("ibv_post_recv", -rc);
-            }
-            counters.workRequestsPosted++;
-            handler.counters().workRequestsPosted++;
-        }
-
-        /** A receive buffer came back from the application: post it again. */
-        private void repost(int slot) {
-            lent--;
-            if (destroyed) {
-                if (lent == 0) {
-                    recvRegion.close(); // the last buffer the application held: now the memory can go
-                }
-                return;
-            }
-            try {
-                postRecv(slot);
-            } catch (VerbsException e) {
-                ((RdmaSocketUnsafe) unsafe()).fail(e);
-                return;
-            }
-            owedData++;
-            maybeReturnCredits();
-        }
-
-        @Override
-        public void released(int slot) {
-            if (eventLoop().inEventLoop()) {
-                repost(slot);
-            } else {
-                eventLoop().execute(repostTasks[slot]);
-            }
+        private RdmaProtocolViolationException protocolViolation(String what) {
+            return new RdmaProtocolViolationException("protocol violation by " + remote + ": the peer " + what);
         }
 
         void onRecvCompletion(int slot, int status, int byteLen) {
@@ -973,9 +938,18 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             if (!sendOpen) {
                 openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
             }
-            int base = slot * recvSize;
-            int type = RdmaProtocol.headerType(recvMemory, base);
-            int credits = RdmaProtocol.headerCredits(recvMemory, base);
+            ByteBuf message = recv.buffer(slot);
+            String violation = RdmaProtocol.checkHeader(message, byteLen);
+            int type = violation == null ? RdmaProtocol.headerType(message) : 0;
+            int credits = violation == null ? RdmaProtocol.headerCredits(message) : 0;
+            if (violation == null && sendWrs != null && sendCredits + credits > peerRecvCount) {
+                violation = "granted " + (sendCredits + credits) + " credits, more than its " + peerRecvCount
+                        + " receive buffers";
+            }
+            if (violation != null) {
+                ((RdmaSocketUnsafe) unsafe()).fail(protocolViolation(violation));
+                return;
+            }
             sendCredits += credits;
             switch (type) {
                 case RdmaProtocol.TYPE_DATA:
@@ -983,104 +957,67 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                     counters.bytesReceived += byteLen - RdmaProtocol.HEADER_LENGTH;
                     handler.counters().messagesReceived++;
                     handler.counters().bytesReceived += byteLen - RdmaProtocol.HEADER_LENGTH;
-                    if (inputShutdown || finReceived) {
+                    if (!isOpen()) {
+                        owedData++; // closing: dropped, but the peer gets the credit back (its FIN may need it)
+                        repostQuietly(slot);
+                    } else if (inputShutdown || finReceived) {
                         owedCtrl++;
                         repostQuietly(slot);
                     } else {
-                        enqueue(slot, RdmaProtocol.HEADER_LENGTH, byteLen);
+                        recv.enqueue(slot, RdmaProtocol.HEADER_LENGTH, byteLen);
                     }
                     break;
                 case RdmaProtocol.TYPE_FIN:
                     finReceived = true;
                     owedCtrl++;
                     repostQuietly(slot);
-                    enqueue(-1, 0, 0);
+                    recv.enqueueFin();
                     break;
-                case RdmaProtocol.TYPE_CREDIT:
+                default: // CREDIT
                     owedCtrl++;
                     repostQuietly(slot);
                     break;
-                default:
-                    ((RdmaSocketUnsafe) unsafe()).fail(new IOException("protocol error: message type " + type));
-                    return;
             }
             handler.touch((RdmaSocketUnsafe) unsafe());
         }
 
         private void repostQuietly(int slot) {
             try {
-                postRecv(slot);
+                recv.repost(slot);
             } catch (VerbsException e) {
                 ((RdmaSocketUnsafe) unsafe()).fail(e);
             }
         }
 
-        private void enqueue(int slot, int offset, int end) {
-            int i = (pendHead + pendCount) % pendSlot.length;
-            pendSlot[i] = slot;
-            pendOffset[i] = offset;
-            pendEnd[i] = end;
-            pendCount++;
-        }
-
         boolean hasPendingReads() {
-            return pendCount > 0;
+            return recv.hasPending();
         }
 
         boolean hasPendingData() {
-            return pendCount > 0 && pendSlot[pendHead] >= 0;
+            return recv.hasPendingData();
         }
 
         boolean finAtHead() {
-            return pendCount > 0 && pendSlot[pendHead] < 0;
+            return recv.finAtHead();
         }
 
-        /**
-         * The next buffer for the pipeline: the receive buffer itself when the allocator's guess covers what is left
-         * of it (no copy; it is re-posted when released), otherwise a copy of as much as the allocated buffer takes.
-         */
+        /** The next buffer for the pipeline (see {@link ReceiveQueue#nextRead}); null if the channel failed. */
         ByteBuf nextRead(RecvByteBufAllocator.Handle allocHandle) {
-            int slot = pendSlot[pendHead];
-            int offset = pendOffset[pendHead];
-            int end = pendEnd[pendHead];
-            int remaining = end - offset;
             ByteBuf buf;
-            int n;
-            if (allocHandle.guess() >= remaining) {
-                buf = RdmaByteBufAllocator.trackLeaks(recvBufs[slot].reuse(offset, end));
-                lent++;
-                n = remaining;
-                allocHandle.attemptedBytesRead(remaining);
-                dequeue();
-            } else {
-                buf = allocHandle.allocate(config.getAllocator());
-                n = Math.min(buf.writableBytes(), remaining);
-                allocHandle.attemptedBytesRead(buf.writableBytes());
-                recvMemory.limit(slot * recvSize + offset + n).position(slot * recvSize + offset);
-                buf.writeBytes(recvMemory);
-                recvMemory.clear();
-                if (n == remaining) {
-                    dequeue();
-                    owedData++;
-                    repostQuietly(slot);
-                    maybeReturnCredits();
-                } else {
-                    pendOffset[pendHead] = offset + n;
-                }
+            try {
+                buf = recv.nextRead(allocHandle, config.getAllocator());
+            } catch (VerbsException e) {
+                ((RdmaSocketUnsafe) unsafe()).fail(e);
+                return null;
             }
-            allocHandle.lastBytesRead(n);
-            allocHandle.incMessagesRead(1);
+            owedData += recv.takeReposted();
+            maybeReturnCredits();
             return buf;
-        }
-
-        private void dequeue() {
-            pendHead = (pendHead + 1) % pendSlot.length;
-            pendCount--;
         }
 
         /** The FIN is next: every byte before it was delivered. */
         void onFinReached() {
-            dequeue();
+            recv.takeFin();
             RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
             if (!config.isAllowHalfClosure()) {
                 u.close(u.voidPromise());
@@ -1095,14 +1032,13 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         }
 
         void discardPendingReads() {
-            while (pendCount > 0) {
-                int slot = pendSlot[pendHead];
-                dequeue();
-                if (slot >= 0) {
-                    owedData++;
-                    repostQuietly(slot);
-                }
+            try {
+                recv.discardPending();
+            } catch (VerbsException e) {
+                ((RdmaSocketUnsafe) unsafe()).fail(e);
+                return;
             }
+            owedData += recv.takeReposted();
             maybeReturnCredits();
         }
 
@@ -1111,7 +1047,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 return; // data that beat ESTABLISHED waits for it (onEstablished comes back here)
             }
             RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
-            if (pendCount > 0 && (u.readPending || config.isAutoRead()) && isOpen()) {
+            if (recv.hasPending() && (u.readPending || config.isAutoRead()) && isOpen()) {
                 u.readLoop();
             } else if (finAtHead() && isOpen()) {
                 onFinReached(); // nothing buffered before the FIN: tell the pipeline even without a read
@@ -1119,17 +1055,15 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             if (destroyed) {
                 return;
             }
+            if (closing) {
+                postLingering();
+            }
             if (finPending) {
                 sendFin();
             }
             ChannelOutboundBuffer out = u.outboundBuffer();
             if (out != null && !out.isEmpty() && isActive()) {
                 u.flush0();
-            }
-            if (closeWhenOpen && sendOpen) {
-                closeWhenOpen = false;
-                u.close(u.voidPromise()); // a close that waited for the greeting (RdmaSocketUnsafe.close)
-                return;
             }
             maybeReturnCredits();
             if (closing) {
@@ -1363,7 +1297,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             if (finSent || sendWrs == null || destroyed || peerGone) {
                 return;
             }
-            if (sendOpen && sendCredits >= 2 && sqInUse < sqDepth) {
+            boolean lingerPosted = linger == null || linger.bytes() == unsettledBytes;
+            if (sendOpen && sendCredits >= 2 && sqInUse < sqDepth && lingerPosted) {
                 finPending = false;
                 finSent = true;
                 postControl(RdmaProtocol.TYPE_FIN);
@@ -1400,6 +1335,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                     } finally {
                         removing = false;
                     }
+                } else if (linger != null) {
+                    linger.remove(n); // the channel closed: these were bytes its close took along
                 }
                 unsettledBytes -= n;
                 if (flushAfterRemove) {
@@ -1422,8 +1359,46 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             }
         }
 
+        /**
+         * Close: flushed writes not posted yet stay with the connection, up to {@code SO_SNDBUF} bytes of whole writes
+         * (their futures succeed); the orderly close sends them before its FIN. Netty fails the rest.
+         */
+        void lingerFlushed(ChannelOutboundBuffer out) {
+            if (out == null || finSent) {
+                return;
+            }
+            if (linger == null) {
+                linger = new CloseLinger();
+            }
+            try {
+                linger.take(out, config.getSendBufferSize());
+            } catch (Exception e) {
+                logger.debug("{}: taking the flushed writes along at close failed", RdmaSocketChannel.this, e);
+            }
+        }
+
+        /** Closing: posts what the close took along ({@link #lingerFlushed}) as far as credits allow. */
+        private void postLingering() {
+            if (linger == null || !sendOpen || linger.bytes() == unsettledBytes) {
+                return;
+            }
+            try {
+                do {
+                    builder.start(unsettledBytes);
+                    linger.forEach(builder);
+                    builder.finish();
+                    post(builder.count);
+                } while (builder.listFull);
+            } catch (Exception e) {
+                logger.debug("{}: sending the last writes failed; the close turns abortive", RdmaSocketChannel.this,
+                        e);
+                ((RdmaSocketUnsafe) unsafe()).abort();
+            }
+        }
+
         void closeGracefully() {
             closing = true;
+            postLingering();
             sendFin();
             int timeoutMillis = config.getCloseTimeoutMillis();
             closeTimeout = eventLoop().schedule(() -> {
@@ -1455,10 +1430,10 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 logger.debug("destroying the QP failed", e);
             }
             queues.release(reservedCqEntries);
-            pendCount = 0;
-            if (lent == 0) {
-                recvRegion.close();
-            } // else the last receive buffer the application releases closes it (repost): never freed under a reader
+            recv.close(); // the QP is gone: no receive references these buffers; lent ones are the application's
+            if (linger != null) {
+                linger.release();
+            }
             if (stagingRegion != null) {
                 stagingRegion.close();
             }

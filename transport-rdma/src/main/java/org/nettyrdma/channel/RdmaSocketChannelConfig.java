@@ -29,7 +29,7 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
     private volatile boolean tcpNoDelay = true;
     private volatile boolean keepAlive;
     private volatile boolean reuseAddress;
-    private volatile int sendBufferSize = 65536;
+    private volatile int sendBufferSize = 4 << 20;
     private volatile int receiveBufferSizeHint = 65536;
     private volatile int soLinger = -1;
     private volatile int trafficClass;
@@ -37,6 +37,7 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
     private volatile int receiveBufferCount = 16;
     private volatile int zeroCopyThreshold = 1024;
     private volatile int closeTimeoutMillis = 10_000;
+    private volatile int maxLentReceiveBytes = 4 << 20;
 
     RdmaSocketChannelConfig(RdmaSocketChannel channel) {
         super(channel);
@@ -48,7 +49,7 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
         return getOptions(super.getOptions(), SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, SO_KEEPALIVE, SO_REUSEADDR, SO_LINGER,
                 IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_BUFFER_SIZE,
                 RdmaChannelOption.RECEIVE_BUFFER_COUNT, RdmaChannelOption.ZERO_COPY_THRESHOLD,
-                RdmaChannelOption.CLOSE_TIMEOUT_MILLIS);
+                RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, RdmaChannelOption.MAX_LENT_RECEIVE_BYTES);
     }
 
     @SuppressWarnings("unchecked")
@@ -90,6 +91,9 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
         if (option == RdmaChannelOption.CLOSE_TIMEOUT_MILLIS) {
             return (T) Integer.valueOf(getCloseTimeoutMillis());
         }
+        if (option == RdmaChannelOption.MAX_LENT_RECEIVE_BYTES) {
+            return (T) Integer.valueOf(getMaxLentReceiveBytes());
+        }
         return super.getOption(option);
     }
 
@@ -120,6 +124,8 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
             setZeroCopyThreshold((Integer) value);
         } else if (option == RdmaChannelOption.CLOSE_TIMEOUT_MILLIS) {
             setCloseTimeoutMillis((Integer) value);
+        } else if (option == RdmaChannelOption.MAX_LENT_RECEIVE_BYTES) {
+            setMaxLentReceiveBytes((Integer) value);
         } else {
             return super.setOption(option, value);
         }
@@ -172,6 +178,19 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
             throw new IllegalArgumentException("CLOSE_TIMEOUT_MILLIS: " + millis + " (expected >= 0)");
         }
         closeTimeoutMillis = millis;
+        return this;
+    }
+
+    /** Bytes of receive buffers this channel lends to its pipeline at most (then it copies). */
+    public int getMaxLentReceiveBytes() {
+        return maxLentReceiveBytes;
+    }
+
+    public RdmaSocketChannelConfig setMaxLentReceiveBytes(int bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("MAX_LENT_RECEIVE_BYTES: " + bytes + " (expected >= 0)");
+        }
+        maxLentReceiveBytes = bytes;
         return this;
     }
 

@@ -240,9 +240,8 @@ class RdmaByteBufAllocatorTest {
             threads.setThreadAllocatedMemoryEnabled(true);
         }
         RdmaByteBufAllocator alloc = new RdmaByteBufAllocator();
-        RegisteredRegion region = new RegisteredRegion(4096);
-        int[] released = new int[1];
-        RdmaByteBuf fixed = RdmaByteBuf.fixed(alloc, region, 1024, 1024, i -> released[0]++, 3);
+        int[] returned = new int[1];
+        RdmaByteBuf.LendHook lender = bytes -> returned[0]++;
         int iterations = 200_000;
         long[] allocated = new long[1];
         AtomicReference<Throwable> failure = new AtomicReference<>();
@@ -253,9 +252,9 @@ class RdmaByteBufAllocatorTest {
             // buffer objects are recycled on Netty's threads (FastThreadLocalThread), as for Netty's pooled allocator
             Thread thread = new FastThreadLocalThread(() -> {
                 try {
-                    cycle(alloc, fixed, 20_000); // warm up: recycler, slabs, JIT
+                    cycle(alloc, lender, 20_000); // warm up: recycler, slabs, JIT
                     long before = threads.getCurrentThreadAllocatedBytes();
-                    cycle(alloc, fixed, iterations);
+                    cycle(alloc, lender, iterations);
                     allocated[0] = threads.getCurrentThreadAllocatedBytes() - before;
                 } catch (Throwable t) {
                     failure.set(t);
@@ -265,19 +264,18 @@ class RdmaByteBufAllocatorTest {
             thread.join();
         } finally {
             ResourceLeakDetector.setLevel(level);
-            region.close();
         }
         if (failure.get() != null) {
             fail(failure.get());
         }
-        assertEquals(20_000 + iterations, released[0]);
+        assertEquals(20_000 + iterations, returned[0]);
         assertEquals(0, alloc.buffersInUse());
         // five buffer operations per iteration; anything per operation would be at least 16 bytes each
         assertTrue(allocated[0] < iterations / 10, allocated[0] + " bytes allocated in " + iterations
                 + " iterations");
     }
 
-    private static void cycle(RdmaByteBufAllocator alloc, RdmaByteBuf fixed, int iterations) {
+    private static void cycle(RdmaByteBufAllocator alloc, RdmaByteBuf.LendHook lender, int iterations) {
         for (int i = 0; i < iterations; i++) {
             ByteBuf small = alloc.directBuffer(100);
             small.writeLong(i).writeZero(20); // grows within its 128-byte slot
@@ -291,8 +289,9 @@ class RdmaByteBufAllocatorTest {
             grown.release();
             medium.release();
             small.release();
-            fixed.reuse(0, 8).setLong(0, i);
-            fixed.release(); // back to its owner
+            RdmaByteBuf received = alloc.untrackedBuffer(16384, 16384); // a receive buffer, lent and released
+            received.lend(lender, 16384, 0, 8).setLong(0, i);
+            received.release();
         }
     }
 

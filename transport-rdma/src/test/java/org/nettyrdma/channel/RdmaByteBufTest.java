@@ -418,111 +418,51 @@ class RdmaByteBufTest {
         }
     }
 
-    // fixed (receive) buffers
+    // lent (receive) buffers
 
-    private static final class Hook implements RdmaByteBuf.ReleaseHook {
-        final List<Integer> released = new ArrayList<>();
+    private static final class Lender implements RdmaByteBuf.LendHook {
+        final List<Integer> returned = new ArrayList<>();
 
         @Override
-        public void released(int index) {
-            released.add(index);
+        public void returned(int bytes) {
+            returned.add(bytes);
         }
     }
 
     @Test
-    void fixedBufferTellsItsOwnerAndIsReused() {
-        RegisteredRegion region = new RegisteredRegion(4 * 1024);
-        Hook hook = new Hook();
-        try {
-            RdmaByteBuf buf = RdmaByteBuf.fixed(alloc, region, 1024, 1024, hook, 1);
-            assertTrue(buf.isFixed());
-            assertSame(region, buf.region());
-            assertEquals(1024, buf.regionOffset());
-            assertEquals(1024, buf.capacity());
-            assertEquals(1024, buf.maxCapacity());
-            assertEquals(1, buf.refCnt());
-            assertEquals(0, buf.writerIndex());
-            assertSame(alloc, buf.alloc());
+    void lentBufferTellsItsLenderOnceWhenReleased() {
+        RdmaByteBufAllocator pool = new RdmaByteBufAllocator();
+        Lender lender = new Lender();
+        RdmaByteBuf buf = pool.untrackedBuffer(1024, 1024);
+        assertEquals(1, pool.buffersInUse());
+        // the device wrote a message into it; the transport lends it as [4, 15)
+        buf.setBytes(4, "hello world".getBytes(US_ASCII));
+        ByteBuf lent = RdmaByteBufAllocator.trackLeaks(buf.lend(lender, 1024, 4, 15));
+        assertSame(buf, RdmaByteBuf.unwrap(lent));
+        assertEquals("hello world", lent.toString(US_ASCII));
+        lent.retain();
+        assertFalse(lent.release());
+        assertTrue(lender.returned.isEmpty());
+        assertTrue(lent.release());
+        assertEquals(List.of(1024), lender.returned);
+        assertEquals(0, pool.buffersInUse(), "the memory went back to its pool");
 
-            // the device writes a message into the region; the owner hands it out as [0, 11)
-            region.memory().put(1024, "hello world".getBytes(US_ASCII), 0, 11);
-            assertSame(buf, buf.reuse(0, 11));
-            assertEquals("hello world", buf.toString(US_ASCII));
-            buf.retain();
-            assertFalse(buf.release());
-            assertTrue(hook.released.isEmpty());
-            assertTrue(buf.release());
-            assertEquals(List.of(1), hook.released);
-            assertEquals(0, buf.refCnt());
-            assertThrows(IllegalReferenceCountException.class, () -> buf.getByte(0));
-
-            buf.reuse(6, 11);
-            assertEquals(1, buf.refCnt());
-            assertEquals("world", buf.toString(US_ASCII));
-            ByteBuf copy = buf.copy();
-            assertNotNull(RdmaByteBuf.unwrap(copy), "copies come from the allocator");
-            assertFalse(RdmaByteBuf.unwrap(copy).isFixed());
-            copy.release();
-            assertTrue(buf.release(1));
-            assertEquals(List.of(1, 1), hook.released);
-
-            // released through a leak-detection wrapper, as the pipeline would
-            buf.reuse(0, 0);
-            ByteBuf tracked = RdmaByteBufAllocator.trackLeaks(buf);
-            assertSame(buf, RdmaByteBuf.unwrap(tracked));
-            tracked.writeInt(5);
-            assertTrue(tracked.release());
-            assertEquals(List.of(1, 1, 1), hook.released);
-        } finally {
-            region.close();
-        }
+        // a recycled object that is not lent tells nobody
+        RdmaByteBuf again = pool.untrackedBuffer(1024, 1024);
+        again.release();
+        assertEquals(List.of(1024), lender.returned);
     }
 
     @Test
-    void fixedBufferDoesNotGrow() {
-        RegisteredRegion region = new RegisteredRegion(4096);
-        try {
-            RdmaByteBuf buf = RdmaByteBuf.fixed(alloc, region, 0, 100, new Hook(), 0);
-            assertSame(buf, buf.capacity(100));
-            UnsupportedOperationException e = assertThrows(UnsupportedOperationException.class,
-                    () -> buf.capacity(200));
-            assertTrue(e.getMessage().contains("fixed capacity of 100 bytes"), e.getMessage());
-            assertThrows(UnsupportedOperationException.class, () -> buf.capacity(50));
-            assertThrows(IndexOutOfBoundsException.class, () -> buf.writeZero(101));
-            buf.writeZero(100);
-            assertEquals(0, buf.maxFastWritableBytes());
-            assertThrows(IndexOutOfBoundsException.class, () -> buf.reuse(0, 101));
-            assertThrows(IndexOutOfBoundsException.class,
-                    () -> RdmaByteBuf.fixed(alloc, region, 4000, 100, new Hook(), 1));
-            assertThrows(IllegalStateException.class, () -> RdmaByteBuf.unwrap(buffer(8)).reuse(0, 0));
-        } finally {
-            region.close();
-        }
-    }
-
-    @Test
-    void fixedBuffersOfOneRegionAreIndependent() {
-        RegisteredRegion region = new RegisteredRegion(4096);
-        Hook hook = new Hook();
-        ByteBufAllocator heapAlloc = io.netty.buffer.UnpooledByteBufAllocator.DEFAULT;
-        try {
-            RdmaByteBuf[] bufs = new RdmaByteBuf[4];
-            for (int i = 0; i < bufs.length; i++) {
-                bufs[i] = RdmaByteBuf.fixed(heapAlloc, region, i * 1024, 1024, hook, i);
-                bufs[i].writeInt(i).writeZero(1020);
-            }
-            for (int i = 0; i < bufs.length; i++) {
-                assertEquals(i, region.memory().getInt(i * 1024));
-                assertEquals(i, bufs[i].getInt(0));
-            }
-            bufs[2].release();
-            bufs[0].release();
-            assertEquals(List.of(2, 0), hook.released);
-            ByteBuf copy = bufs[1].copy();
-            assertSame(heapAlloc, copy.alloc());
-            copy.release();
-        } finally {
-            region.close();
-        }
+    void lentBufferGrowsLikeAnyPooledBuffer() {
+        RdmaByteBufAllocator pool = new RdmaByteBufAllocator();
+        Lender lender = new Lender();
+        RdmaByteBuf buf = pool.untrackedBuffer(100, Integer.MAX_VALUE);
+        buf.lend(lender, 128, 0, 100);
+        buf.writeZero(1000); // an application that appends to a received buffer (a cumulator) moves it to a larger slot
+        assertTrue(buf.capacity() >= 1100);
+        assertTrue(buf.release());
+        assertEquals(List.of(128), lender.returned, "what was lent comes back, not what it grew to");
+        assertEquals(0, pool.buffersInUse());
     }
 }

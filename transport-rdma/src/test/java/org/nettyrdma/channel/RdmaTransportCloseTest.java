@@ -229,9 +229,64 @@ class RdmaTransportCloseTest {
         }
     }
 
+    /**
+     * Code ported from TCP: {@code writeAndFlush(data); close()}. Over a socket the kernel's send buffer holds what was
+     * flushed; here the connection does, up to {@code SO_SNDBUF} (4 MiB by default) of whole writes: they succeed and
+     * arrive before the end of stream; later writes fail. The reader gets exactly the bytes of the writes that
+     * succeeded, in order.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void writesFlushedBeforeCloseArriveUpToTheSendBuffer() throws Exception {
+        int writeSize = (int) RdmaTestSupport.scaledBytes(1 << 20, 4096);
+        int writes = 8;
+        Pattern pattern = Pattern.standard();
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        StreamReader reader = new StreamReader((long) writes * writeSize, pattern);
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(reader)
+                .bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(ChannelOption.SO_SNDBUF, 4 * writeSize)
+                    .handler(serverErrors).connect(server.localAddress()).sync().channel();
+            List<ChannelFuture> futures = RdmaTestSupport.onLoop(client, () -> {
+                List<ChannelFuture> list = new ArrayList<>();
+                for (int i = 0; i < writes; i++) {
+                    ByteBuf b = client.alloc().directBuffer(writeSize);
+                    pattern.writeTo(b, (long) i * writeSize, writeSize);
+                    list.add(client.writeAndFlush(b));
+                }
+                client.close();
+                return list;
+            });
+            Supplier<String> state = () -> "reader " + reader.state() + ", client " + client.counters();
+            RdmaTestSupport.awaitAll(futures, 10_000, "writes");
+            int succeeded = 0;
+            while (succeeded < writes && futures.get(succeeded).isSuccess()) {
+                succeeded++;
+            }
+            for (int i = succeeded; i < writes; i++) {
+                assertInstanceOf(ClosedChannelException.class, futures.get(i).cause(), "write " + i);
+            }
+            assertTrue(succeeded >= 4, () -> "only the first " + futures.stream().filter(ChannelFuture::isSuccess)
+                    .count() + " writes succeeded; SO_SNDBUF holds 4: " + state.get());
+            assertTrue(succeeded < writes, "every write succeeded, though 8 exceed SO_SNDBUF (4) and no credit came");
+            RdmaTestSupport.await(reader.inactive, 20_000, "server child inactive", state);
+            long expected = (long) succeeded * writeSize;
+            assertEquals(expected, reader.received, () -> "bytes the server read; " + state.get());
+            assertFalse(reader.done.isCompletedExceptionally(), () -> "bytes read: " + reader.done);
+            assertTrue(reader.exceptions.isEmpty(), () -> "server exceptionCaught: " + reader.exceptions);
+            assertEquals(List.of("inactive@" + expected), reader.events, state.get());
+            assertTrue(serverErrors.exceptions.isEmpty(), () -> "client exceptions: " + serverErrors.exceptions);
+        } finally {
+            server.close().sync();
+        }
+    }
+
     @Test
     @Timeout(value = 30, unit = TimeUnit.SECONDS)
-    void closeFailsPendingWritesAndKeepsCompletedOnesSucceeded() throws Exception {
+    void closeTakesFlushedWritesUpToTheSendBufferAndFailsTheRest() throws Exception {
         final int recvSize = 4096;
         final int payload = recvSize - 4; // one message per write
         ExceptionRecorder serverErrors = new ExceptionRecorder();
@@ -250,6 +305,7 @@ class RdmaTransportCloseTest {
         EventRecorder events = new EventRecorder();
         RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
                 .option(RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, 1000)
+                .option(ChannelOption.SO_SNDBUF, 2 * payload + 1) // two whole writes, as a socket's send buffer
                 .handler(events)
                 .connect(server.localAddress()).sync().channel();
         RdmaTestSupport.awaitCondition("server child active",
@@ -301,9 +357,15 @@ class RdmaTransportCloseTest {
             assertTrue(f.isSuccess(), "write " + (i + 1) + " completed before close, then failed: "
                     + RdmaTestSupport.describe(f.cause()));
         }
-        for (int i = completedWrites; i < flushed.size(); i++) {
+        assertTrue(completedWrites + 2 < flushed.size(), state.get());
+        for (int i = completedWrites; i < completedWrites + 2; i++) {
             ChannelFuture f = flushed.get(i);
-            assertFalse(f.isSuccess(), "flushed write " + (i + 1) + ", never sent (no credits), succeeded at close");
+            assertTrue(f.isSuccess(), "flushed write " + (i + 1) + ", in the send buffer at close, failed: "
+                    + RdmaTestSupport.describe(f.cause()));
+        }
+        for (int i = completedWrites + 2; i < flushed.size(); i++) {
+            ChannelFuture f = flushed.get(i);
+            assertFalse(f.isSuccess(), "flushed write " + (i + 1) + ", beyond SO_SNDBUF, succeeded at close");
             assertInstanceOf(ClosedChannelException.class, f.cause(), "flushed write " + (i + 1) + " failed with "
                     + RdmaTestSupport.describe(f.cause()));
         }

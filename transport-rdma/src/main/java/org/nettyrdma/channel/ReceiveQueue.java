@@ -1,0 +1,278 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.WorkRequestList;
+
+/**
+ * The receive side of one connection: a receive posted in each of its slots, each into a buffer of its own from a
+ * registered pool, and what arrived, in order, until the pipeline takes it.
+ *
+ * <p>Lending (docs/protocol.md, "Receiving"): a DATA buffer goes to the pipeline as it is, and its slot is posted again
+ * at once with a fresh buffer, so the peer's credit comes back whatever the application does with the buffer, as
+ * Netty's io_uring transport does with its buffer ring. Lent bytes are bounded per channel and per event loop
+ * ({@link LendLimits}); past a bound the bytes are copied out and the same buffer is posted again. Backpressure comes
+ * only from reading: a slot whose message the pipeline has not read yet is not posted again.
+ *
+ * <p>Event loop only, except {@link #returned(int)}: a lent buffer is released on any thread.
+ */
+final class ReceiveQueue implements RdmaByteBuf.LendHook {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(ReceiveQueue.class);
+    private static final int FIN = -1;
+
+    /** The bounds of lent bytes and where they are counted: the channel's and the loop's counters. */
+    static final class LendLimits {
+        final RdmaCounters channel;
+        final long channelLimit;
+        final RdmaCounters loop;
+        final long loopLimit;
+
+        LendLimits(RdmaCounters channel, long channelLimit, RdmaCounters loop, long loopLimit) {
+            this.channel = channel;
+            this.channelLimit = channelLimit;
+            this.loop = loop;
+            this.loopLimit = loopLimit;
+        }
+    }
+
+    private final QueuePair qp;
+    private final ProtectionDomain pd;
+    private final RdmaByteBufAllocator pool;
+    private final int size;
+    private final long wrIdBase;
+    private final LendLimits limits;
+    private final WorkRequestList wrs = new WorkRequestList(1, 1);
+    /** The buffer of each slot: posted, or received and not yet delivered. */
+    private final RdmaByteBuf[] bufs;
+
+    // received, not yet delivered, in order: slot, offset, end (a FIN: slot -1)
+    private final int[] pendSlot;
+    private final int[] pendOffset;
+    private final int[] pendEnd;
+    private int pendHead;
+    private int pendCount;
+    /** DATA receives posted again since {@link #takeReposted()}: credits the peer is owed. */
+    private int reposted;
+    private boolean closed;
+
+    /**
+     * Takes a buffer of {@code size} bytes for each of {@code count} slots of {@code qp} (work request ids
+     * {@code wrIdBase | slot}); {@link #postAll()} posts them. On failure nothing stays allocated.
+     */
+    ReceiveQueue(QueuePair qp, ProtectionDomain pd, RdmaByteBufAllocator pool, int size, int count, long wrIdBase,
+                 LendLimits limits) {
+        this.qp = qp;
+        this.pd = pd;
+        this.pool = pool;
+        this.size = size;
+        this.wrIdBase = wrIdBase;
+        this.limits = limits;
+        bufs = new RdmaByteBuf[count];
+        pendSlot = new int[count + 1];
+        pendOffset = new int[count + 1];
+        pendEnd = new int[count + 1];
+        boolean ok = false;
+        try {
+            for (int slot = 0; slot < count; slot++) {
+                bufs[slot] = pool.untrackedBuffer(size, size);
+            }
+            ok = true;
+        } finally {
+            if (!ok) {
+                close();
+            }
+        }
+    }
+
+    /** Posts every slot's receive. If it fails, the caller destroys the QP, then {@link #close()}s this queue. */
+    void postAll() throws VerbsException {
+        for (int slot = 0; slot < bufs.length; slot++) {
+            post(slot, bufs[slot]);
+        }
+    }
+
+    /** The receive buffer of {@code slot}, to read a message's header from (event loop only). */
+    ByteBuf buffer(int slot) {
+        return bufs[slot];
+    }
+
+    private void post(int slot, RdmaByteBuf buf) throws VerbsException {
+        MemoryRegion mr = buf.region().memoryRegion(pd);
+        wrs.setRecv(0, wrIdBase | slot).addSge(0, mr.address() + buf.regionOffset(), size, mr.lkey());
+        int rc = qp.postRecv(wrs, 0, 1);
+        if (rc < 0) {
+            throw new VerbsException("ibv_post_recv", -rc);
+        }
+        limits.channel.workRequestsPosted++;
+        limits.loop.workRequestsPosted++;
+    }
+
+    /** Posts the receive of {@code slot} again, into the buffer it had; the message in it was consumed. */
+    void repost(int slot) throws VerbsException {
+        post(slot, bufs[slot]);
+    }
+
+    /** Queues DATA received in {@code slot}, bytes {@code [offset, end)}, for the pipeline. */
+    void enqueue(int slot, int offset, int end) {
+        int i = (pendHead + pendCount) % pendSlot.length;
+        pendSlot[i] = slot;
+        pendOffset[i] = offset;
+        pendEnd[i] = end;
+        pendCount++;
+    }
+
+    /** Queues the peer's FIN behind the data before it. */
+    void enqueueFin() {
+        enqueue(FIN, 0, 0);
+    }
+
+    boolean hasPending() {
+        return pendCount > 0;
+    }
+
+    boolean hasPendingData() {
+        return pendCount > 0 && pendSlot[pendHead] != FIN;
+    }
+
+    boolean finAtHead() {
+        return pendCount > 0 && pendSlot[pendHead] == FIN;
+    }
+
+    /** Takes the FIN at the head. */
+    void takeFin() {
+        dequeue();
+    }
+
+    private void dequeue() {
+        pendHead = (pendHead + 1) % pendSlot.length;
+        pendCount--;
+    }
+
+    /**
+     * The next buffer for the pipeline, as a socket read gives it: the receive buffer itself when the allocator's guess
+     * covers what is left of it and the lending bounds allow (its slot is posted again with a fresh buffer), otherwise
+     * a copy of as much as a buffer of {@code copyTo} takes (the slot is posted again once its message is consumed).
+     */
+    ByteBuf nextRead(RecvByteBufAllocator.Handle allocHandle, ByteBufAllocator copyTo) throws VerbsException {
+        int slot = pendSlot[pendHead];
+        int offset = pendOffset[pendHead];
+        int end = pendEnd[pendHead];
+        int remaining = end - offset;
+        if (allocHandle.guess() >= remaining) {
+            ByteBuf lent = lend(slot, offset, end);
+            if (lent != null) {
+                dequeue();
+                reposted++;
+                allocHandle.attemptedBytesRead(remaining);
+                allocHandle.lastBytesRead(remaining);
+                allocHandle.incMessagesRead(1);
+                return lent;
+            }
+        }
+        ByteBuf buf = allocHandle.allocate(copyTo);
+        int n = Math.min(buf.writableBytes(), remaining);
+        allocHandle.attemptedBytesRead(buf.writableBytes());
+        buf.writeBytes(bufs[slot], offset, n);
+        limits.channel.receiveCopies++;
+        limits.channel.receiveCopiedBytes += n;
+        limits.loop.receiveCopies++;
+        limits.loop.receiveCopiedBytes += n;
+        if (n == remaining) {
+            dequeue();
+            try {
+                repost(slot);
+            } catch (VerbsException e) {
+                buf.release();
+                throw e;
+            }
+            reposted++;
+        } else {
+            pendOffset[pendHead] = offset + n;
+        }
+        allocHandle.lastBytesRead(n);
+        allocHandle.incMessagesRead(1);
+        return buf;
+    }
+
+    /**
+     * The buffer of {@code slot}, lent with {@code [offset, end)}, after a fresh buffer was posted in its place; or
+     * {@code null} if the lending bounds or memory don't allow that (the caller copies instead).
+     */
+    private ByteBuf lend(int slot, int offset, int end) throws VerbsException {
+        RdmaByteBuf buf = bufs[slot];
+        int bytes = buf.capacity();
+        if (limits.channel.lentBytes.get() + bytes > limits.channelLimit
+                || limits.loop.lentBytes.get() + bytes > limits.loopLimit) {
+            return null;
+        }
+        RdmaByteBuf fresh;
+        try {
+            fresh = pool.untrackedBuffer(size, size);
+            fresh.region().memoryRegion(pd); // registers a new pool region here, or fails before anything changed
+        } catch (VerbsException | OutOfMemoryError e) {
+            logger.debug("no fresh receive buffer ({}); copying the received bytes instead", e.toString());
+            return null;
+        }
+        bufs[slot] = fresh;
+        try {
+            post(slot, fresh);
+        } catch (VerbsException e) {
+            buf.release(); // not lent: the channel fails, close() frees the fresh one
+            throw e;
+        }
+        // counted before the pipeline sees it; only one thread (this loop) adds, so the bounds hold
+        limits.channel.lentBytes.addAndGet(bytes);
+        limits.loop.lentBytes.addAndGet(bytes);
+        return RdmaByteBufAllocator.trackLeaks(buf.lend(this, bytes, offset, end));
+    }
+
+    @Override
+    public void returned(int bytes) {
+        limits.channel.lentBytes.addAndGet(-bytes);
+        limits.loop.lentBytes.addAndGet(-bytes);
+    }
+
+    /** Receives posted again for DATA since the last call: credits the peer is owed for them. */
+    int takeReposted() {
+        int n = reposted;
+        reposted = 0;
+        return n;
+    }
+
+    /** Drops what the pipeline has not read (input shut down, or the channel closed), posting those receives again. */
+    void discardPending() throws VerbsException {
+        while (pendCount > 0) {
+            int slot = pendSlot[pendHead];
+            dequeue();
+            if (slot != FIN) {
+                repost(slot);
+                reposted++;
+            }
+        }
+    }
+
+    /**
+     * Frees every buffer the queue holds; lent buffers are the application's to release. Only after the QP is
+     * destroyed (or was never given the receives): a posted buffer must not go back to the pool under a receive.
+     */
+    void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        pendCount = 0;
+        for (int i = 0; i < bufs.length; i++) {
+            if (bufs[i] != null) {
+                bufs[i].release();
+                bufs[i] = null;
+            }
+        }
+    }
+}
