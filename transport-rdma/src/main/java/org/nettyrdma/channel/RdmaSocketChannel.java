@@ -67,6 +67,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
     private static final int RNR_RETRY = 3;
     /** How long an accepted channel waits for the connecting side's greeting before it sends anyway. */
     private static final long GREETING_WAIT_MILLIS = 250;
+    /** Failures to accept connections may come from every peer: one WARN per 10 s. */
+    private static final WarnLimiter ACCEPT_FAILURES = new WarnLimiter(10, TimeUnit.SECONDS);
 
     private static final int OPEN = 0;
     private static final int CONNECTING = 1;
@@ -455,20 +457,31 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
          * An accepted channel, now registered on its own loop: set up the connection and accept it. The QP is ready to
          * send once {@code rdma_accept} returns, so the channel is active from here (ESTABLISHED only confirms it).
          */
-        void accept() throws Exception {
+        void accept() {
             try {
                 conn = new Connection(peer);
                 id.accept(conn.parameters());
+                state = ACTIVE;
+                return;
             } catch (Throwable t) {
-                logger.debug("accepting " + remote + " failed", t);
-                try {
-                    id.reject(RdmaProtocol.reject(RdmaProtocol.REJECT_NO_RESOURCES, String.valueOf(t.getMessage())));
-                } catch (VerbsException e) {
-                    logger.debug("reject failed", e);
+                if (ACCEPT_FAILURES.tryWarn()) {
+                    logger.warn("{}: cannot accept a connection from {}: {} (further failures within 10 s are logged "
+                            + "at DEBUG)", parent(), remote, t.toString());
                 }
-                throw t;
+                logger.debug("accepting a connection from {} failed", remote, t);
             }
-            state = ACTIVE;
+            // the peer learns nothing about this side's state
+            try {
+                id.reject(RdmaProtocol.reject(RdmaProtocol.REJECT_NO_RESOURCES,
+                        "the server could not set up the connection"));
+            } catch (VerbsException e) {
+                logger.debug("reject failed", e);
+            }
+            if (conn != null) {
+                conn.destroy(); // the id was never connected: nothing to disconnect
+                conn = null;
+            }
+            eventLoop().execute(() -> close(voidPromise())); // once registered: the pipeline sees no activity
         }
 
         @Override

@@ -25,8 +25,11 @@ import java.util.concurrent.atomic.AtomicLong;
 final class RegisteredRegion {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RegisteredRegion.class);
 
-    /** Every region can be the source and the target of local and remote access. */
-    static final int ACCESS = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
+    /**
+     * Local access only: the device may read a region for a SEND and write it for a receive, and no peer can read or
+     * write it with RDMA READ or WRITE (protocol v1 exposes no memory; docs/protocol.md, "What a peer can touch").
+     */
+    static final int ACCESS = Access.LOCAL_WRITE;
 
     private static final MemoryRegion[] NO_MRS = new MemoryRegion[0];
 
