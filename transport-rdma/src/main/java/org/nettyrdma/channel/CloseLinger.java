@@ -1,20 +1,22 @@
 package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelOutboundBuffer;
 
 import java.util.ArrayDeque;
 
 /**
  * What an orderly close still sends: the flushed writes that were not posted yet when the channel closed, up to
- * {@code SO_SNDBUF} bytes, as a socket's send buffer holds what the application wrote before {@code close()}. The
- * channel's writes of these bytes succeed at the close (the kernel would have them); the connection sends them, then
- * its FIN (docs/protocol.md, "Closing"). Event loop only.
+ * {@code SO_SNDBUF} bytes, as a socket's send buffer holds what the application wrote before {@code close()}. Like
+ * the kernel, it copies them: the writes succeed and their buffers are released at the close; the connection sends
+ * the copies, then its FIN (docs/protocol.md, "Closing"). Event loop only.
  */
 final class CloseLinger {
     private final ArrayDeque<ByteBuf> bufs = new ArrayDeque<>();
     private long bytes;
     private long limit;
+    private ByteBufAllocator alloc;
 
     private final ChannelOutboundBuffer.MessageProcessor taker = msg -> {
         ByteBuf buf = (ByteBuf) msg;
@@ -22,17 +24,20 @@ final class CloseLinger {
         if (bytes + n > limit) {
             return false; // this write and those after it fail, as they would not fit in a socket's send buffer
         }
-        bufs.add(buf.retain());
+        ByteBuf copy = alloc.directBuffer(n);
+        copy.writeBytes(buf, buf.readerIndex(), n);
+        bufs.add(copy);
         bytes += n;
         return true;
     };
 
     /**
-     * Takes whole flushed writes from the head of {@code out}, as long as they add up to at most {@code maxBytes}, and
-     * removes them from {@code out}: their futures succeed. Returns the bytes taken.
+     * Copies whole flushed writes from the head of {@code out} into buffers of {@code alloc}, as long as they add up to
+     * at most {@code maxBytes}, and removes them from {@code out}: their futures succeed. Returns the bytes taken.
      */
-    long take(ChannelOutboundBuffer out, long maxBytes) throws Exception {
+    long take(ChannelOutboundBuffer out, long maxBytes, ByteBufAllocator alloc) throws Exception {
         long before = bytes;
+        this.alloc = alloc;
         limit = bytes + maxBytes;
         out.forEachFlushedMessage(taker);
         long taken = bytes - before;

@@ -1373,8 +1373,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         }
 
         /**
-         * Close: flushed writes not posted yet stay with the connection, up to {@code SO_SNDBUF} bytes of whole writes
-         * (their futures succeed); the orderly close sends them before its FIN. Netty fails the rest.
+         * Close: flushed writes not posted yet are copied to the connection, up to {@code SO_SNDBUF} bytes of whole
+         * writes (their futures succeed); the orderly close sends them before its FIN. Netty fails the rest.
          */
         void lingerFlushed(ChannelOutboundBuffer out) {
             if (out == null || finSent) {
@@ -1384,7 +1384,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
                 linger = new CloseLinger();
             }
             try {
-                linger.take(out, config.getSendBufferSize());
+                linger.take(out, config.getSendBufferSize(), config.getAllocator());
             } catch (Exception e) {
                 logger.debug("{}: taking the flushed writes along at close failed", RdmaSocketChannel.this, e);
             }
