@@ -281,9 +281,9 @@ class RdmaTransportPipelineTest {
             }
         });
         Supplier<String> state = () -> writer.state() + ", server holds " + retainer.held.size() + " buffers, "
-                + retainer.received + "/" + total + " bytes, client " + client.counters() + ", client pendingWriteBytes="
-                + RdmaTestSupport.pendingWriteBytes(client) + ", server child " + counters(child.get())
-                + ", server exceptions=" + serverErrors.exceptions + ", client exceptions=" + reply.exceptions;
+                + retainer.received + "/" + total + " bytes, client " + client.counters()
+                + ", client pendingWriteBytes=" + RdmaTestSupport.pendingWriteBytes(client) + ", server child "
+                + counters(child.get()) + ", server exceptions=" + serverErrors.exceptions + ", client exceptions=" + reply.exceptions;
 
         long start = System.nanoTime();
         String answer = RdmaTestSupport.awaitMoving(reply.line, progress(client, child), 180_000, "the server, which "
@@ -413,7 +413,7 @@ class RdmaTransportPipelineTest {
         }
     }
 
-    /** Checks each frame against the pattern (frame i holds stream bytes [i * size, (i + 1) * size)); answers at the end. */
+    /** Checks each frame against the pattern (frame i: stream bytes [i * size, (i + 1) * size)); answers at the end. */
     static final class FrameChecker extends ChannelInboundHandlerAdapter {
         private final Pattern pattern;
         private final int frameSize;
@@ -536,7 +536,8 @@ class RdmaTransportPipelineTest {
             return null;
         });
         String answer = RdmaTestSupport.awaitMoving(reply.line, progress(client, child), 30_000, "the rest of a "
-                + "64 KiB message to a server that keeps its first " + kept + " buffers of 1 KiB did not arrive", state);
+                + "64 KiB message to a server that keeps its first " + kept + " buffers of 1 KiB did not arrive",
+                state);
         assertEquals("received=" + total + " mismatch=-1 kept=" + kept, answer, () -> "the server's check; "
                 + state.get());
         assertTrue(reply.exceptions.isEmpty() && serverErrors.exceptions.isEmpty(), state);
