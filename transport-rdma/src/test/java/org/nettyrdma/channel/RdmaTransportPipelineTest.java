@@ -283,7 +283,8 @@ class RdmaTransportPipelineTest {
         Supplier<String> state = () -> writer.state() + ", server holds " + retainer.held.size() + " buffers, "
                 + retainer.received + "/" + total + " bytes, client " + client.counters()
                 + ", client pendingWriteBytes=" + RdmaTestSupport.pendingWriteBytes(client) + ", server child "
-                + counters(child.get()) + ", server exceptions=" + serverErrors.exceptions + ", client exceptions=" + reply.exceptions;
+                + counters(child.get()) + ", server exceptions=" + serverErrors.exceptions + ", client exceptions="
+                + reply.exceptions;
 
         long start = System.nanoTime();
         String answer = RdmaTestSupport.awaitMoving(reply.line, progress(client, child), 180_000, "the server, which "
