@@ -40,6 +40,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
+import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import java.util.zip.CRC32C;
 
@@ -238,6 +239,48 @@ final class RdmaTestSupport {
             throw new AssertionError(what + ": not done within " + timeoutMillis + " ms; " + state.get());
         } catch (ExecutionException e) {
             throw new AssertionError(what + " failed; " + state.get(), e.getCause());
+        }
+    }
+
+    /**
+     * How long a transfer may go without moving a byte before {@link #awaitMoving} calls it stalled: 10 s here, 30 s on
+     * the native provider (the VM's Java is 15-27 times slower).
+     */
+    static long stallMillis() {
+        return isNative() ? 30_000 : 10_000;
+    }
+
+    /**
+     * Waits for {@code future} while {@code progress} (e.g. bytes received on both ends) keeps moving. Fails, with
+     * {@code what} and the state, when progress has not changed for {@link #stallMillis()} ("stalled": a dead
+     * connection fails in seconds, whatever the size) or when {@code limitMillis} have passed.
+     */
+    static <T> T awaitMoving(CompletableFuture<T> future, LongSupplier progress, long limitMillis, String what,
+                             Supplier<String> state) throws InterruptedException {
+        long stallNanos = TimeUnit.MILLISECONDS.toNanos(stallMillis());
+        long start = System.nanoTime();
+        long lastChange = start;
+        long last = progress.getAsLong();
+        while (true) {
+            try {
+                return future.get(20, TimeUnit.MILLISECONDS);
+            } catch (TimeoutException e) {
+                long now = System.nanoTime();
+                long p = progress.getAsLong();
+                if (p != last) {
+                    last = p;
+                    lastChange = now;
+                } else if (now - lastChange > stallNanos) {
+                    throw new AssertionError(what + ": the connection stalled: nothing moved for " + stallMillis()
+                            + " ms (progress " + p + ", " + (now - start) / 1_000_000 + " ms in); " + state.get());
+                }
+                if (now - start > TimeUnit.MILLISECONDS.toNanos(limitMillis)) {
+                    throw new AssertionError(what + ": not done within " + limitMillis + " ms, though still moving "
+                            + "(progress " + p + "); " + state.get());
+                }
+            } catch (ExecutionException e) {
+                throw new AssertionError(what + " failed; " + state.get(), e.getCause());
+            }
         }
     }
 
