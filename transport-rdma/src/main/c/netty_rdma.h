@@ -1,6 +1,6 @@
 /*
  * netty-rdma native layer: JNI over libibverbs and librdmacm, one file per concern. Every function is static and
- * registered from JNI_OnLoad (netty_rdma.c) on org.nettyrdma.verbs.jni.Native. Handles cross JNI as jlong.
+ * registered from JNI_OnLoad (netty_rdma.c) on org.nettyrdma.verbs.jni.Native (with a shaded build's prefix). Handles cross JNI as jlong.
  *
  * Conventions: data-path functions (post, poll, notify) return 0/a count or -errno and never throw. Set-up functions
  * that create something return its handle (a positive pointer) or -errno; the few that return Java objects throw
@@ -15,7 +15,10 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+/* Names before shading: JNI_OnLoad puts the package prefix of a shaded build in front (netty_rdma.c). */
+#define NETTY_RDMA_LIBRARY_NAME "netty_rdma_"
 #define NETTY_RDMA_NATIVE_CLASS "org/nettyrdma/verbs/jni/Native"
+#define NETTY_RDMA_EXCEPTION_CLASS "org/nettyrdma/verbs/VerbsException"
 
 #define NETTY_RDMA_ARRAY_LENGTH(a) ((jint) (sizeof(a) / sizeof((a)[0])))
 #define NETTY_RDMA_HANDLE(type, h) ((type *) (intptr_t) (h))
@@ -43,11 +46,12 @@ struct netty_rdma_qp {
 };
 
 /* Registration of each file's natives on the Native class; JNI_OK or JNI_ERR (with an exception pending). */
-jint netty_rdma_errors_onload(JNIEnv *env);
+jint netty_rdma_errors_onload(JNIEnv *env, const char *exception_class);
 void netty_rdma_errors_onunload(JNIEnv *env);
 jint netty_rdma_verbs_register(JNIEnv *env, jclass clazz);
 jint netty_rdma_cm_register(JNIEnv *env, jclass clazz);
 jint netty_rdma_epoll_register(JNIEnv *env, jclass clazz);
+jint netty_rdma_layout_register(JNIEnv *env, jclass clazz);
 
 /* Throws org.nettyrdma.verbs.VerbsException(verb, err, detail); detail may be NULL. */
 void netty_rdma_throw(JNIEnv *env, const char *verb, int err, const char *detail);

@@ -10,21 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "netty_rdma.h"
-
-/* The event a poll writes for Java (JniCmEventChannel reads the same offsets). */
-#define EVENT_OFFSET_TYPE 0
-#define EVENT_OFFSET_STATUS 4
-#define EVENT_OFFSET_ID 8
-#define EVENT_OFFSET_LISTEN_ID 16
-#define EVENT_OFFSET_DATA_LENGTH 24
-#define EVENT_OFFSET_DATA 32
-#define EVENT_MAX_DATA 512
-
-/* Address bytes for Java: [0..1] port (network order), [2..5] or [2..17] address, [18..21] IPv6 scope id. */
-#define ADDRESS_BYTES 22
-
-/* createQp's output, in this order. */
-enum { CAP_MAX_SEND_WR, CAP_MAX_RECV_WR, CAP_MAX_SEND_SGE, CAP_MAX_RECV_SGE, CAP_MAX_INLINE, CAP_QP_NUM, CAP_COUNT };
+#include "netty_rdma_layout.h"
 
 static int rc_of(int rc) {
     return rc == 0 ? 0 : netty_rdma_errno();

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include "netty_rdma.h"
+#include "netty_rdma_layout.h"
 
 static jint netty_rdma_epollCreate(JNIEnv *env, jclass clazz) {
     (void) env;
@@ -39,8 +40,8 @@ static jint netty_rdma_epollDel(JNIEnv *env, jclass clazz, jint epfd, jint fd) {
 }
 
 /*
- * Waits up to timeout_ms (-1: for ever) for a registered fd: 0 on timeout, 1 if a channel is ready, 2 if the eventfd
- * was signalled (it is drained), -errno on failure. EINTR restarts the wait.
+ * Waits up to timeout_ms (-1: for ever) for a registered fd: WAIT_TIMEOUT, WAIT_READY if a channel is ready,
+ * WAIT_WOKEN if the eventfd was signalled (it is drained), -errno on failure. EINTR restarts the wait.
  */
 static jint netty_rdma_epollWait(JNIEnv *env, jclass clazz, jint epfd, jint wake_fd, jint timeout_ms) {
     (void) env;
@@ -53,14 +54,14 @@ static jint netty_rdma_epollWait(JNIEnv *env, jclass clazz, jint epfd, jint wake
     if (n < 0) {
         return netty_rdma_errno();
     }
-    jint result = n > 0 ? 1 : 0;
+    jint result = n > 0 ? WAIT_READY : WAIT_TIMEOUT;
     for (int i = 0; i < n; i++) {
         if (ready[i].data.fd == wake_fd) {
             uint64_t value;
             if (read(wake_fd, &value, sizeof(value)) < 0 && errno != EAGAIN) {
                 return netty_rdma_errno();
             }
-            result = 2;
+            result = WAIT_WOKEN;
         }
     }
     return result;

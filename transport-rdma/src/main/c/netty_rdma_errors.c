@@ -5,8 +5,8 @@
 static jclass verbs_exception_class;
 static jmethodID verbs_exception_ctor;
 
-jint netty_rdma_errors_onload(JNIEnv *env) {
-    jclass local = (*env)->FindClass(env, "org/nettyrdma/verbs/VerbsException");
+jint netty_rdma_errors_onload(JNIEnv *env, const char *exception_class) {
+    jclass local = (*env)->FindClass(env, exception_class);
     if (local == NULL) {
         return JNI_ERR;
     }

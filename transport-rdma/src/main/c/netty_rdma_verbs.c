@@ -11,30 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include "netty_rdma.h"
-
-/* WorkRequestList slot: 40 + 16 * maxSge bytes. */
-#define WR_OFFSET_WR_ID 0
-#define WR_OFFSET_OPCODE 8
-#define WR_OFFSET_SEND_FLAGS 12
-#define WR_OFFSET_NUM_SGE 16
-#define WR_OFFSET_IMM_DATA 20
-#define WR_OFFSET_REMOTE_ADDR 24
-#define WR_OFFSET_RKEY 32
-#define WR_OFFSET_SGES 40
-#define SGE_SIZE 16
-#define SGE_OFFSET_ADDR 0
-#define SGE_OFFSET_LENGTH 8
-#define SGE_OFFSET_LKEY 12
-
-/* CompletionArray slot: 32 bytes. */
-#define WC_SLOT_SIZE 32
-#define WC_OFFSET_WR_ID 0
-#define WC_OFFSET_STATUS 8
-#define WC_OFFSET_OPCODE 12
-#define WC_OFFSET_BYTE_LEN 16
-#define WC_OFFSET_IMM_DATA 20
-#define WC_OFFSET_QP_NUM 24
-#define WC_OFFSET_WC_FLAGS 28
+#include "netty_rdma_layout.h"
 
 /* A posted chain is built on the stack, at most this many work requests and SGEs per ibv_post_send. */
 #define POST_CHUNK_WRS 64
@@ -45,12 +22,6 @@
 #define TRANSPORT_INFINIBAND 0
 #define TRANSPORT_ROCE 1
 #define TRANSPORT_IWARP 2
-
-/* queryDevice's output, in this order. */
-enum {
-    ATTR_TRANSPORT, ATTR_MAX_QP, ATTR_MAX_QP_WR, ATTR_MAX_SGE, ATTR_MAX_CQE, ATTR_MAX_MR, ATTR_MAX_MR_SIZE,
-    ATTR_MAX_QP_RD_ATOM, ATTR_MAX_INLINE_DATA, ATTR_VENDOR_ID, ATTR_COUNT
-};
 
 /* Packs a post's result: 0, or the index of the first work request not posted and -errno. */
 static jlong post_result(jint index, int err) {

@@ -28,7 +28,10 @@ import org.nettyrdma.verbs.VerbsProvider;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 
 /**
@@ -45,6 +48,7 @@ public final class RdmaIoHandler implements IoHandler {
     private static final AtomicIntegerFieldUpdater<RdmaIoHandler> WAKEN_UP =
             AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "wakenUp");
     private static final int MAX_CM_EVENTS_PER_RUN = 64;
+    private static final long LOOP_ERROR_BACKOFF_MILLIS = 1000;
 
     private final RdmaIoHandlerConfig config;
     private final ThreadAwareExecutor executor;
@@ -61,6 +65,10 @@ public final class RdmaIoHandler implements IoHandler {
     private int nextId = 1;
     private volatile int wakenUp;
     private final RdmaCounters counters = new RdmaCounters();
+    /** The handle whose event or registration is being handled: {@link #deviceQueues} records it as a user. */
+    private RdmaIoHandle handling;
+    /** Queues whose completion queue failed: closed once the last QP on them is gone. */
+    private final List<DeviceQueues> deadQueues = new ArrayList<>();
 
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) throws VerbsException {
         this.executor = executor;
@@ -145,7 +153,7 @@ public final class RdmaIoHandler implements IoHandler {
         try {
             waiter.await(context.delayNanos(System.nanoTime()));
         } catch (VerbsException e) {
-            logger.warn("waiting for RDMA events failed", e);
+            onLoopError("waiting for RDMA events failed", e);
         }
         WAKEN_UP.set(this, 0);
         for (int i = 0; i < devices.size(); i++) {
@@ -172,8 +180,7 @@ public final class RdmaIoHandler implements IoHandler {
     private int pollCq(DeviceQueues q) {
         int n = q.cq.poll(completions, completions.capacity());
         if (n < 0) {
-            failDevice(q, new IOException("ibv_poll_cq on " + q.device.name() + " failed: "
-                    + org.nettyrdma.verbs.Errno.describe(n)));
+            failQueues(q, n);
             return 1;
         }
         for (int i = 0; i < n; i++) {
@@ -206,7 +213,7 @@ public final class RdmaIoHandler implements IoHandler {
                 dispatch(cmEvent);
             }
         } catch (VerbsException e) {
-            logger.warn("polling the RDMA CM event channel failed", e);
+            onLoopError("polling the RDMA CM event channel failed", e);
         }
         finishBatch();
         return n;
@@ -223,7 +230,13 @@ public final class RdmaIoHandler implements IoHandler {
         RdmaIoHandle handle = (RdmaIoHandle) context;
         try {
             if (handle.inEventLoop()) {
-                handle.onCmEvent(event);
+                RdmaIoHandle previous = handling;
+                handling = handle;
+                try {
+                    handle.onCmEvent(event);
+                } finally {
+                    handling = previous;
+                }
             } else {
                 // an incoming id still reports here until its channel migrates it to its own loop
                 CmEvent copy = new CmEvent();
@@ -265,11 +278,17 @@ public final class RdmaIoHandler implements IoHandler {
                 return;
             }
             IoRegistration ioRegistration = (IoRegistration) f.getNow();
+            Registration registration = ioRegistration.attachment();
+            RdmaIoHandler handler = registration.handler();
+            RdmaIoHandle previous = handler.handling;
+            handler.handling = handle;
             try {
-                then.run(ioRegistration, ioRegistration.attachment());
+                then.run(ioRegistration, registration);
             } catch (Throwable t) {
                 promise.setFailure(t);
                 return;
+            } finally {
+                handler.handling = previous;
             }
             promise.setSuccess();
         });
@@ -297,13 +316,72 @@ public final class RdmaIoHandler implements IoHandler {
         touchedCount = 0;
     }
 
-    private void failDevice(DeviceQueues q, IOException cause) {
-        logger.warn("completion queue of " + q.device.name() + " failed; its channels close", cause);
-        Registration[] all = registrations.values().toArray(new Registration[0]);
-        for (Registration r : all) {
-            if (r.handle instanceof RdmaSocketChannel.RdmaSocketUnsafe) {
-                ((RdmaSocketChannel.RdmaSocketUnsafe) r.handle).fail(cause);
+    /**
+     * A poll of {@code q}'s completion queue failed with {@code -errno} (-EOVERFLOW: it overran, and the completions it
+     * lost can never be reported): the queue is dead. It leaves {@link #devices} at once, so that the next connection
+     * on its device gets a new one; the channels whose QPs use it fail (an exception in their pipelines, then they
+     * close); it is closed when the last of those QPs is gone ({@link DeviceQueues#release}). Logged once.
+     */
+    private void failQueues(DeviceQueues q, int errno) {
+        devices.remove(q);
+        q.dead = true;
+        deadQueues.add(q);
+        IOException cause = new IOException("the completion queue of " + q.device.name() + " failed (ibv_poll_cq: "
+                + org.nettyrdma.verbs.Errno.describe(errno) + ")" + (errno == -org.nettyrdma.verbs.Errno.EOVERFLOW
+                ? ": it overran and lost completions" : "") + "; the connections on it are closed");
+        logger.warn(q.users.size() + " channel(s) fail: " + cause.getMessage());
+        RdmaIoHandle[] users = q.users.toArray(new RdmaIoHandle[0]);
+        for (RdmaIoHandle h : users) {
+            if (h instanceof RdmaSocketChannel.RdmaSocketUnsafe) {
+                try {
+                    ((RdmaSocketChannel.RdmaSocketUnsafe) h).fail(cause);
+                } catch (Throwable t) {
+                    logger.warn("channel failed closing after its completion queue failed", t);
+                }
             }
+        }
+        closeDeadQueues();
+    }
+
+    /** Closes the dead queues no QP uses any more. */
+    private void closeDeadQueues() {
+        for (int i = deadQueues.size() - 1; i >= 0; i--) {
+            DeviceQueues q = deadQueues.get(i);
+            if (q.reserved == 0) {
+                deadQueues.remove(i);
+                closeQueues(q);
+            }
+        }
+    }
+
+    /** Closes a device's completion queue and channel (acknowledging the events still due). */
+    private void closeQueues(DeviceQueues q) {
+        int events = 0;
+        while (q.channel.getEvent() != null) {
+            events++;
+        }
+        if (events > 0) {
+            q.cq.ackEvents(events);
+        }
+        closeQuietly(q.cq);
+        try {
+            waiter.remove(q.channel);
+        } catch (VerbsException e) {
+            logger.debug("removing a completion channel from the waiter failed", e);
+        }
+        closeQuietly(q.channel);
+    }
+
+    /**
+     * A failure of the loop itself (not of one channel): logged, then the loop backs off for a second, as Netty's
+     * epoll and io_uring loops do, so that an error that persists neither spins a core nor floods the log.
+     */
+    private static void onLoopError(String what, Throwable cause) {
+        logger.warn(what + "; the event loop backs off for " + LOOP_ERROR_BACKOFF_MILLIS + " ms", cause);
+        try {
+            Thread.sleep(LOOP_ERROR_BACKOFF_MILLIS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -311,7 +389,7 @@ public final class RdmaIoHandler implements IoHandler {
     DeviceQueues deviceQueues(Device device) throws VerbsException {
         for (int i = 0; i < devices.size(); i++) {
             if (devices.get(i).device == device) {
-                return devices.get(i);
+                return devices.get(i).usedBy(handling);
             }
         }
         ProtectionDomain pd = resources.pd(device);
@@ -325,9 +403,9 @@ public final class RdmaIoHandler implements IoHandler {
             closeQuietly(channel);
             throw e;
         }
-        DeviceQueues q = new DeviceQueues(device, pd, channel, cq, size);
+        DeviceQueues q = new DeviceQueues(this, device, pd, channel, cq, size);
         devices.add(q);
-        return q;
+        return q.usedBy(handling);
     }
 
     @Override
@@ -369,6 +447,10 @@ public final class RdmaIoHandler implements IoHandler {
             closeQuietly(q.channel);
         }
         devices.clear();
+        for (DeviceQueues q : deadQueues) {
+            closeQueues(q);
+        }
+        deadQueues.clear();
         closeQuietly(cmChannel);
         closeQuietly(waiter);
     }
@@ -413,6 +495,12 @@ public final class RdmaIoHandler implements IoHandler {
             }
             valid = false;
             registrations.remove(id);
+            for (int i = 0; i < devices.size(); i++) {
+                devices.get(i).users.remove(handle);
+            }
+            for (int i = 0; i < deadQueues.size(); i++) {
+                deadQueues.get(i).users.remove(handle);
+            }
             return true;
         }
     }
@@ -423,14 +511,21 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     static final class DeviceQueues {
+        final RdmaIoHandler handler;
         final Device device;
         final ProtectionDomain pd;
         final CompletionChannel channel;
         final CompletionQueue cq;
         final int capacity;
         int reserved;
+        /** The channels that asked for these queues (their QPs may use the CQ): the ones to fail if it fails. */
+        final Set<RdmaIoHandle> users = Collections.newSetFromMap(new IdentityHashMap<>());
+        /** The completion queue failed: no new QP is created on it, and it is closed once the last is gone. */
+        boolean dead;
 
-        DeviceQueues(Device device, ProtectionDomain pd, CompletionChannel channel, CompletionQueue cq, int capacity) {
+        DeviceQueues(RdmaIoHandler handler, Device device, ProtectionDomain pd, CompletionChannel channel,
+                     CompletionQueue cq, int capacity) {
+            this.handler = handler;
             this.device = device;
             this.pd = pd;
             this.channel = channel;
@@ -438,8 +533,19 @@ public final class RdmaIoHandler implements IoHandler {
             this.capacity = capacity;
         }
 
+        DeviceQueues usedBy(RdmaIoHandle handle) {
+            if (handle != null) {
+                users.add(handle);
+            }
+            return this;
+        }
+
         /** Accounts a QP's queue depths against the CQ so that it can never overrun. */
         void reserve(int entries) throws VerbsException {
+            if (dead) {
+                throw new VerbsException("ibv_create_qp", org.nettyrdma.verbs.Errno.EBADF, "the completion queue of "
+                        + device.name() + " failed");
+            }
             if (reserved + entries > capacity) {
                 throw new VerbsException("ibv_create_qp", org.nettyrdma.verbs.Errno.ENOMEM, "completion queue of "
                         + capacity + " entries is full with " + reserved
@@ -450,6 +556,9 @@ public final class RdmaIoHandler implements IoHandler {
 
         void release(int entries) {
             reserved -= entries;
+            if (dead && reserved == 0) {
+                handler.closeDeadQueues();
+            }
         }
     }
 }

@@ -14,4 +14,10 @@ public interface FaultInjector {
 
     /** Completions for {@code cq} become visible {@code delayNanos} after the work finished (0 restores). */
     void delayCompletions(CompletionQueue cq, long delayNanos);
+
+    /**
+     * {@code cq} overruns, as a device's does when a completion arrives with the queue full: the completions in it and
+     * every later one are lost, and {@link CompletionQueue#poll} answers -EOVERFLOW from then on.
+     */
+    void overrunCompletionQueue(CompletionQueue cq);
 }

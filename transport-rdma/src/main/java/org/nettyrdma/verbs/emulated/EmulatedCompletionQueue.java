@@ -98,6 +98,11 @@ final class EmulatedCompletionQueue implements CompletionQueue {
         }
     }
 
+    /** Overruns now, as if a completion had arrived with the queue full (a fault a test injects). */
+    synchronized void overrun() {
+        overrun = true;
+    }
+
     @Override
     public synchronized int poll(CompletionArray into, int max) {
         if (closed) {

@@ -84,5 +84,10 @@ public final class EmulatedProvider implements VerbsProvider {
         public void delayCompletions(CompletionQueue cq, long delayNanos) {
             ((EmulatedCompletionQueue) cq).delayNanos(delayNanos);
         }
+
+        @Override
+        public void overrunCompletionQueue(CompletionQueue cq) {
+            ((EmulatedCompletionQueue) cq).overrun();
+        }
     }
 }

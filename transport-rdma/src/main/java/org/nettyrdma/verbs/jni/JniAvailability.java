@@ -38,6 +38,7 @@ final class JniAvailability {
 
     enum Reason {
         LIBRARY_NOT_LOADABLE,
+        LIBRARY_MISMATCH,
         KERNEL_WITHOUT_RDMA,
         NO_UVERBS,
         NO_DEVICE,
@@ -70,7 +71,7 @@ final class JniAvailability {
     /** Why the provider cannot work. */
     record Verdict(Reason reason, String message, Throwable cause) {
         Throwable toThrowable() {
-            if (reason == Reason.LIBRARY_NOT_LOADABLE) {
+            if (reason == Reason.LIBRARY_NOT_LOADABLE || reason == Reason.LIBRARY_MISMATCH) {
                 return new UnsatisfiedLinkError(message).initCause(cause);
             }
             return new UnsupportedOperationException(message, cause);
@@ -86,6 +87,11 @@ final class JniAvailability {
     }
 
     static Verdict classify(Probe p) {
+        if (p.libraryFailure() instanceof JniLayout.Mismatch) {
+            return new Verdict(Reason.LIBRARY_MISMATCH, p.libraryFailure().getMessage() + " (use the library in "
+                    + "the same jar as the classes; a shaded jar must carry its own build's library)",
+                    p.libraryFailure());
+        }
         if (p.libraryFailure() != null) {
             return new Verdict(Reason.LIBRARY_NOT_LOADABLE, "the native library " + Native.LIBRARY_NAME
                     + " could not be loaded: " + rootMessage(p.libraryFailure()) + " (it is packed in the jar under "

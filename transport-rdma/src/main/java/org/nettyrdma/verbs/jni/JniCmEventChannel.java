@@ -35,9 +35,9 @@ final class JniCmEventChannel implements CmEventChannel {
     private final JniProvider provider;
     private final long handle;
     private final int fd;
-    private final ByteBuffer event = ByteBuffer.allocateDirect(Native.EVENT_SIZE).order(ByteOrder.nativeOrder());
+    private final ByteBuffer event = ByteBuffer.allocateDirect(JniLayout.EVENT_SIZE).order(ByteOrder.nativeOrder());
     private final long eventAddress = Native.directBufferAddress(event);
-    private final byte[] data = new byte[Native.EVENT_MAX_DATA];
+    private final byte[] data = new byte[JniLayout.EVENT_MAX_DATA];
     private final ArrayDeque<Synthetic> synthetic = new ArrayDeque<>();
     private volatile JniEventWaiter waiter;
     private int ids;
@@ -118,15 +118,15 @@ final class JniCmEventChannel implements CmEventChannel {
             if (rc < 0) {
                 throw new VerbsException("rdma_get_cm_event", -rc);
             }
-            CmEventType type = TYPES[event.getInt(Native.EVENT_OFFSET_TYPE)];
-            int status = event.getInt(Native.EVENT_OFFSET_STATUS);
-            long idHandle = event.getLong(Native.EVENT_OFFSET_ID);
-            int length = event.getInt(Native.EVENT_OFFSET_DATA_LENGTH);
-            event.get(Native.EVENT_OFFSET_DATA, data, 0, length);
+            CmEventType type = TYPES[event.getInt(JniLayout.EVENT_OFFSET_TYPE)];
+            int status = event.getInt(JniLayout.EVENT_OFFSET_STATUS);
+            long idHandle = event.getLong(JniLayout.EVENT_OFFSET_ID);
+            int length = event.getInt(JniLayout.EVENT_OFFSET_DATA_LENGTH);
+            event.get(JniLayout.EVENT_OFFSET_DATA, data, 0, length);
             JniCmId listenId = null;
             JniCmId id;
             if (type == CmEventType.CONNECT_REQUEST) {
-                listenId = provider.idFor(event.getLong(Native.EVENT_OFFSET_LISTEN_ID));
+                listenId = provider.idFor(event.getLong(JniLayout.EVENT_OFFSET_LISTEN_ID));
                 attach("rdma_get_cm_event");
                 id = provider.register(new JniCmId(provider, this, idHandle,
                         listenId == null ? null : listenId.context()));

@@ -162,7 +162,7 @@ final class JniCmId implements CmId {
         JniCompletionQueue scq = (JniCompletionQueue) attributes.sendCq();
         JniCompletionQueue rcq = (JniCompletionQueue) attributes.recvCq();
         jpd.use("rdma_create_qp");
-        int[] caps = new int[Native.CAP_COUNT];
+        int[] caps = new int[JniLayout.CAP_COUNT];
         long h = Native.createQp(handle, jpd.handle(), scq.handle(), rcq.handle(), attributes.maxSendWr(),
                 attributes.maxRecvWr(), attributes.maxSendSge(), attributes.maxRecvSge(), attributes.maxInlineData(),
                 attributes.signalAll(), caps);
@@ -170,10 +170,10 @@ final class JniCmId implements CmId {
             jpd.release();
             throw new VerbsException("rdma_create_qp", (int) -h, attributes + " on " + d.name());
         }
-        QpInitAttributes granted = new QpInitAttributes(scq, rcq, caps[Native.CAP_MAX_SEND_WR],
-                caps[Native.CAP_MAX_RECV_WR], caps[Native.CAP_MAX_SEND_SGE], caps[Native.CAP_MAX_RECV_SGE],
-                caps[Native.CAP_MAX_INLINE], attributes.signalAll());
-        JniQueuePair created = new JniQueuePair(this, h, jpd, scq, rcq, granted, caps[Native.CAP_QP_NUM]);
+        QpInitAttributes granted = new QpInitAttributes(scq, rcq, caps[JniLayout.CAP_MAX_SEND_WR],
+                caps[JniLayout.CAP_MAX_RECV_WR], caps[JniLayout.CAP_MAX_SEND_SGE], caps[JniLayout.CAP_MAX_RECV_SGE],
+                caps[JniLayout.CAP_MAX_INLINE], attributes.signalAll());
+        JniQueuePair created = new JniQueuePair(this, h, jpd, scq, rcq, granted, caps[JniLayout.CAP_QP_NUM]);
         try {
             scq.attach(created, "rdma_create_qp");
             try {
@@ -415,7 +415,7 @@ final class JniCmId implements CmId {
         if (closed) {
             return null;
         }
-        byte[] raw = new byte[Native.ADDRESS_BYTES];
+        byte[] raw = new byte[JniLayout.ADDRESS_BYTES];
         int version = Native.idAddress(handle, local, raw);
         if (version == 0) {
             return null;

@@ -35,13 +35,13 @@ final class JniDevice implements Device {
         this.provider = provider;
         this.context = context;
         this.name = Native.deviceName(context);
-        long[] a = new long[Native.ATTR_COUNT];
+        long[] a = new long[JniLayout.ATTR_COUNT];
         Native.queryDevice(context, a);
-        this.attributes = new DeviceAttributes(DeviceAttributes.Transport.values()[(int) a[Native.ATTR_TRANSPORT]],
-                (int) a[Native.ATTR_MAX_QP], (int) a[Native.ATTR_MAX_QP_WR], (int) a[Native.ATTR_MAX_SGE],
-                (int) a[Native.ATTR_MAX_INLINE_DATA], (int) a[Native.ATTR_MAX_CQE], (int) a[Native.ATTR_MAX_MR],
-                a[Native.ATTR_MAX_MR_SIZE], (int) a[Native.ATTR_MAX_QP_RD_ATOM]);
-        softIwarp = a[Native.ATTR_VENDOR_ID] == SIW_VENDOR_ID;
+        this.attributes = new DeviceAttributes(DeviceAttributes.Transport.values()[(int) a[JniLayout.ATTR_TRANSPORT]],
+                (int) a[JniLayout.ATTR_MAX_QP], (int) a[JniLayout.ATTR_MAX_QP_WR], (int) a[JniLayout.ATTR_MAX_SGE],
+                (int) a[JniLayout.ATTR_MAX_INLINE_DATA], (int) a[JniLayout.ATTR_MAX_CQE], (int) a[JniLayout.ATTR_MAX_MR],
+                a[JniLayout.ATTR_MAX_MR_SIZE], (int) a[JniLayout.ATTR_MAX_QP_RD_ATOM]);
+        softIwarp = a[JniLayout.ATTR_VENDOR_ID] == SIW_VENDOR_ID;
         if (softIwarp) {
             long guard = Native.createCq(context, SIW_GUARD_CQ_ENTRIES, 0);
             if (guard > 0) {

@@ -120,10 +120,10 @@ final class JniEventWaiter implements EventWaiter {
         if (rc < 0) {
             throw new VerbsException("epoll_wait", -rc);
         }
-        if (rc == Native.WAIT_WOKEN) {
+        if (rc == JniLayout.WAIT_WOKEN) {
             wakeupPending.set(false);
         }
-        return rc != Native.WAIT_TIMEOUT;
+        return rc != JniLayout.WAIT_TIMEOUT;
     }
 
     @Override

@@ -21,52 +21,14 @@ final class Native {
     /** The library's name as {@link NativeLibraryLoader} resolves it: {@code META-INF/native/lib<name>.so}. */
     static final String LIBRARY_NAME = "netty_rdma_" + PlatformDependent.normalizedArch();
 
-    /** {@link #getCmEvent}'s output buffer. */
-    static final int EVENT_OFFSET_TYPE = 0;
-    static final int EVENT_OFFSET_STATUS = 4;
-    static final int EVENT_OFFSET_ID = 8;
-    static final int EVENT_OFFSET_LISTEN_ID = 16;
-    static final int EVENT_OFFSET_DATA_LENGTH = 24;
-    static final int EVENT_OFFSET_DATA = 32;
-    static final int EVENT_MAX_DATA = 512;
-    static final int EVENT_SIZE = EVENT_OFFSET_DATA + EVENT_MAX_DATA;
-
-    /** {@link #idAddress}'s output: port (2 bytes, network order), address (4 or 16), IPv6 scope id (native int). */
-    static final int ADDRESS_BYTES = 22;
-
-    /** {@link #queryDevice}'s output, in this order. */
-    static final int ATTR_TRANSPORT = 0;
-    static final int ATTR_MAX_QP = 1;
-    static final int ATTR_MAX_QP_WR = 2;
-    static final int ATTR_MAX_SGE = 3;
-    static final int ATTR_MAX_CQE = 4;
-    static final int ATTR_MAX_MR = 5;
-    static final int ATTR_MAX_MR_SIZE = 6;
-    static final int ATTR_MAX_QP_RD_ATOM = 7;
-    static final int ATTR_MAX_INLINE_DATA = 8;
-    static final int ATTR_VENDOR_ID = 9;
-    static final int ATTR_COUNT = 10;
-
-    /** {@link #createQp}'s output, in this order. */
-    static final int CAP_MAX_SEND_WR = 0;
-    static final int CAP_MAX_RECV_WR = 1;
-    static final int CAP_MAX_SEND_SGE = 2;
-    static final int CAP_MAX_RECV_SGE = 3;
-    static final int CAP_MAX_INLINE = 4;
-    static final int CAP_QP_NUM = 5;
-    static final int CAP_COUNT = 6;
-
-    /** {@link #epollWait}'s results. */
-    static final int WAIT_TIMEOUT = 0;
-    static final int WAIT_READY = 1;
-    static final int WAIT_WOKEN = 2;
-
     private static final Throwable LOAD_FAILURE;
 
     static {
         Throwable failure = null;
         try {
             NativeLibraryLoader.load(LIBRARY_NAME, Native.class.getClassLoader());
+            // reads C's layouts (JniLayout's constants) and compares the descriptor slots with Java's
+            failure = JniLayout.mismatch();
         } catch (Throwable t) {
             failure = t;
         }
@@ -76,7 +38,10 @@ final class Native {
     private Native() {
     }
 
-    /** Why the library could not be loaded, or {@code null} if it is loaded. */
+    /**
+     * Why the library could not be loaded, or {@code null} if it is loaded. A library whose layouts differ from these
+     * classes' ({@link JniLayout.Mismatch}) counts as not loaded: none of its other natives is called.
+     */
     static Throwable loadFailure() {
         return LOAD_FAILURE;
     }
@@ -173,7 +138,7 @@ final class Native {
 
     static native void destroyEventChannel(long channel);
 
-    /** 1 if an event was written at {@code address} (see EVENT_OFFSET_*), 0 if there is none, -errno. */
+    /** 1 if an event was written at {@code address} (see JniLayout.EVENT_*), 0 if there is none, -errno. */
     static native int getCmEvent(long channel, long address);
 
     static native long createId(long channel);
@@ -191,7 +156,7 @@ final class Native {
 
     static native long idVerbs(long id);
 
-    /** 4 or 6 with the address in {@code out} (ADDRESS_BYTES), or 0 if the id has none. */
+    /** 4 or 6 with the address in {@code out} (JniLayout.ADDRESS_BYTES), or 0 if the id has none. */
     static native int idAddress(long id, boolean local, byte[] out);
 
     static native int migrateId(long id, long channel);
@@ -230,10 +195,110 @@ final class Native {
 
     static native int epollDel(int epfd, int fd);
 
-    /** WAIT_TIMEOUT, WAIT_READY, WAIT_WOKEN (the eventfd fired and was drained), or -errno. */
+    /** JniLayout.WAIT_TIMEOUT, _READY, _WOKEN (the eventfd fired and was drained), or -errno. */
     static native int epollWait(int epfd, int wakeFd, int timeoutMs);
 
     static native int eventfdWrite(int fd);
 
     static native int closeFd(int fd);
+
+    // ---- layouts (netty_rdma_layout.h, netty_rdma_layout.c): read once, by JniLayout
+
+    static native int wrOffsetWrId();
+
+    static native int wrOffsetOpcode();
+
+    static native int wrOffsetSendFlags();
+
+    static native int wrOffsetNumSge();
+
+    static native int wrOffsetImmData();
+
+    static native int wrOffsetRemoteAddr();
+
+    static native int wrOffsetRkey();
+
+    static native int wrOffsetSges();
+
+    static native int sgeSize();
+
+    static native int sgeOffsetAddr();
+
+    static native int sgeOffsetLength();
+
+    static native int sgeOffsetLkey();
+
+    static native int wcSlotSize();
+
+    static native int wcOffsetWrId();
+
+    static native int wcOffsetStatus();
+
+    static native int wcOffsetOpcode();
+
+    static native int wcOffsetByteLen();
+
+    static native int wcOffsetImmData();
+
+    static native int wcOffsetQpNum();
+
+    static native int wcOffsetWcFlags();
+
+    static native int eventOffsetType();
+
+    static native int eventOffsetStatus();
+
+    static native int eventOffsetId();
+
+    static native int eventOffsetListenId();
+
+    static native int eventOffsetDataLength();
+
+    static native int eventOffsetData();
+
+    static native int eventMaxData();
+
+    static native int addressBytes();
+
+    static native int attrTransport();
+
+    static native int attrMaxQp();
+
+    static native int attrMaxQpWr();
+
+    static native int attrMaxSge();
+
+    static native int attrMaxCqe();
+
+    static native int attrMaxMr();
+
+    static native int attrMaxMrSize();
+
+    static native int attrMaxQpRdAtom();
+
+    static native int attrMaxInlineData();
+
+    static native int attrVendorId();
+
+    static native int attrCount();
+
+    static native int capMaxSendWr();
+
+    static native int capMaxRecvWr();
+
+    static native int capMaxSendSge();
+
+    static native int capMaxRecvSge();
+
+    static native int capMaxInline();
+
+    static native int capQpNum();
+
+    static native int capCount();
+
+    static native int waitTimeout();
+
+    static native int waitReady();
+
+    static native int waitWoken();
 }

@@ -27,14 +27,25 @@ import java.util.List;
 /**
  * Netty's socket test permutations for the RDMA transport on the emulated provider: RDMA servers with RDMA clients
  * only (an RDMA channel cannot talk to a TCP one), and the allocators Netty uses plus the registered one.
+ *
+ * <p>Each connection has one end on each kind of loop: accepted channels run on loops with the default busy-poll
+ * (they spin before they block, as users' loops do), listeners and clients on loops that never spin (they arm their
+ * completion queues and block at once). So every test drives both paths of {@code RdmaIoHandler.run}, with no more
+ * permutations than one.
  */
 public class RdmaSocketTestPermutation extends SocketTestPermutation {
     public static final RdmaSocketTestPermutation INSTANCE = new RdmaSocketTestPermutation();
 
+    /** Listeners and clients: busy-poll 0. */
     static final EventLoopGroup RDMA_GROUP = new MultiThreadIoEventLoopGroup(NUM_THREADS,
             new DefaultThreadFactory("testsuite-rdma", true),
             RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED)
                     .setBusyPollNanos(0)));
+
+    /** Accepted channels: the default busy-poll (RdmaIoHandlerConfig's, unless a system property changes it). */
+    static final EventLoopGroup RDMA_SPINNING_GROUP = new MultiThreadIoEventLoopGroup(NUM_THREADS,
+            new DefaultThreadFactory("testsuite-rdma-spin", true),
+            RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED)));
 
     static {
         // the suite's "bad host" must be a host that never answers (a timeout), not one with no route
@@ -64,7 +75,8 @@ public class RdmaSocketTestPermutation extends SocketTestPermutation {
     @Override
     public List<BootstrapFactory<ServerBootstrap>> serverSocket() {
         return Collections.singletonList(
-                () -> new ServerBootstrap().group(RDMA_GROUP).channel(RdmaServerSocketChannel.class));
+                () -> new ServerBootstrap().group(RDMA_GROUP, RDMA_SPINNING_GROUP)
+                        .channel(RdmaServerSocketChannel.class));
     }
 
     @Override

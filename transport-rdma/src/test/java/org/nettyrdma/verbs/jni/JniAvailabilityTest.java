@@ -57,6 +57,18 @@ class JniAvailabilityTest {
     }
 
     @Test
+    void libraryOfAnotherLayoutSaysWhichField() {
+        JniLayout.Mismatch e = new JniLayout.Mismatch("the native library netty_rdma_x86_64 does not match these "
+                + "classes (a library of another build?): the descriptor layouts differ: "
+                + "WorkRequestList.OFFSET_RKEY: 32 in Java, 36 in C");
+        Probe p = new Probe(e, 1, true, true, NODES, null, 1, Long.MAX_VALUE, false, false, 64 * MIB);
+        assertVerdict(Reason.LIBRARY_MISMATCH, p, "does not match these classes",
+                "WorkRequestList.OFFSET_RKEY: 32 in Java, 36 in C", "the same jar");
+        assertInstanceOf(UnsatisfiedLinkError.class, classify(p).toThrowable());
+        assertTrue(classify(p).toThrowable().getCause() == e);
+    }
+
+    @Test
     void noSysfsIsKernelWithoutRdma() {
         Probe p = new Probe(null, -1, false, false, List.of(), null, 0, Long.MAX_VALUE, false, false, 64 * MIB);
         assertVerdict(Reason.KERNEL_WITHOUT_RDMA, p, "kernel without RDMA support", "ENOSYS");

@@ -1,0 +1,164 @@
+package org.nettyrdma.channel;
+
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.SimpleChannelInboundHandler;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.Isolated;
+import org.nettyrdma.verbs.CompletionArray;
+import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.Errno;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/** What the event loop does when its completion queue fails (emulated provider: it injects the overrun). */
+@Isolated("watches the handler's log")
+@Execution(ExecutionMode.SAME_THREAD)
+class RdmaIoHandlerTest {
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void overrunCompletionQueueFailsItsChannelsOnceAndTheLoopGoesOn() throws Exception {
+        assumeTrue(!RdmaTestSupport.isNative(), "the overrun is injected: emulated provider only");
+        Logger log = (Logger) LoggerFactory.getLogger(RdmaIoHandler.class);
+        ListAppender<ILoggingEvent> logged = new ListAppender<>();
+        logged.start();
+        log.addAppender(logged);
+        List<RdmaIoHandler> clientHandlers = new CopyOnWriteArrayList<>();
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "overrun-server");
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "overrun-client", clientHandlers);
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
+            InetSocketAddress address = (InetSocketAddress) server.localAddress();
+            Client a = Client.connect(clientGroup, address);
+            Client b = Client.connect(clientGroup, address);
+            a.echo("a before");
+            b.echo("b before");
+
+            RdmaIoHandler handler = clientHandlers.get(0);
+            Device device = handler.resources().provider().devices().stream()
+                    .filter(d -> d.name().equals("emu0")).findFirst().orElseThrow();
+            RdmaIoHandler.DeviceQueues dead = RdmaTestSupport.onLoop(a.channel, () -> handler.deviceQueues(device));
+            handler.resources().provider().faults().overrunCompletionQueue(dead.cq);
+            a.channel.eventLoop().execute(() -> { }); // wakes the loop, which polls the queue
+
+            for (Client c : List.of(a, b)) {
+                assertTrue(c.channel.closeFuture().await(10, TimeUnit.SECONDS), "a channel on the overrun CQ is open");
+                Throwable cause = c.failure.get(1, TimeUnit.SECONDS);
+                assertInstanceOf(IOException.class, cause, () -> RdmaTestSupport.describe(cause));
+                assertTrue(cause.getMessage().contains("completion queue of emu0 failed")
+                        && cause.getMessage().contains("EOVERFLOW")
+                        && cause.getMessage().contains("overran"), cause.getMessage());
+            }
+            RdmaTestSupport.awaitCondition("the dead completion queue closed",
+                    () -> pollOnLoop(a.channel, dead) == -Errno.EBADF, 10_000, () -> "");
+
+            // a new connection on the same loop gets a new completion queue and works
+            Client c = Client.connect(clientGroup, address);
+            assertTrue(c.channel.eventLoop() == a.channel.eventLoop());
+            c.echo("c after");
+            assertNotSame(dead, RdmaTestSupport.onLoop(c.channel, () -> handler.deviceQueues(device)));
+            c.channel.close().sync();
+
+            Thread.sleep(300); // a loop that spun on the dead queue would have logged it many times by now
+            List<String> warnings = logged.list.stream().filter(e -> e.getLevel().isGreaterOrEqual(Level.WARN))
+                    .map(ILoggingEvent::getFormattedMessage).toList();
+            assertEquals(1, warnings.size(), () -> "warnings: " + warnings);
+            assertTrue(warnings.get(0).startsWith("2 channel(s) fail: "), warnings.get(0));
+            server.close().sync();
+        } finally {
+            log.detachAppender(logged);
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    private static int pollOnLoop(Channel channel, RdmaIoHandler.DeviceQueues q) {
+        try {
+            return RdmaTestSupport.onLoop(channel, () -> q.cq.poll(new CompletionArray(1), 1));
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    /** Echoes what it reads. */
+    private static final class Echo extends ChannelInboundHandlerAdapter {
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ctx.writeAndFlush(msg);
+        }
+
+        @Override
+        public boolean isSharable() {
+            return true;
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            ctx.close();
+        }
+    }
+
+    /** A client channel that sends a string and waits for it to come back, and records its failure. */
+    private static final class Client extends SimpleChannelInboundHandler<ByteBuf> {
+        final CompletableFuture<Throwable> failure = new CompletableFuture<>();
+        private final StringBuilder received = new StringBuilder();
+        private CompletableFuture<String> expected;
+        private String awaited;
+        Channel channel;
+
+        static Client connect(EventLoopGroup group, InetSocketAddress address) throws Exception {
+            Client c = new Client();
+            c.channel = RdmaTestSupport.clientBootstrap(group).handler(c).connect(address).sync().channel();
+            return c;
+        }
+
+        void echo(String text) throws Exception {
+            CompletableFuture<String> f = new CompletableFuture<>();
+            channel.eventLoop().submit(() -> {
+                received.setLength(0);
+                awaited = text;
+                expected = f;
+            }).sync();
+            channel.writeAndFlush(Unpooled.copiedBuffer(text, StandardCharsets.US_ASCII)).sync();
+            assertEquals(text, f.get(10, TimeUnit.SECONDS));
+        }
+
+        @Override
+        protected void channelRead0(ChannelHandlerContext ctx, ByteBuf msg) {
+            received.append(msg.toString(StandardCharsets.US_ASCII));
+            if (expected != null && received.length() >= awaited.length()) {
+                expected.complete(received.toString());
+            }
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            failure.complete(cause);
+        }
+    }
+}
