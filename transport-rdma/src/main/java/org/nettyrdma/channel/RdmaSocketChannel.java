@@ -669,6 +669,9 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             boolean read = false;
             while (conn.hasPendingData() && !inputShutdown && isOpen()) {
                 ByteBuf buf = conn.nextRead(allocHandle);
+                if (buf == null) {
+                    break; // the connection failed (a receive could not be posted again): the channel is closing
+                }
                 readPending = false;
                 read = true;
                 pipeline.fireChannelRead(buf);
