@@ -83,7 +83,7 @@ class RdmaTransportHostilePeerTest {
     void startEchoServer() throws Exception {
         serverGroup = RdmaTestSupport.newGroup(1, "hostile-server");
         clientGroup = RdmaTestSupport.newGroup(1, "hostile-client");
-        server = (RdmaServerSocketChannel) RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(new ChannelInitializer<>() {
+        ChannelInitializer<Channel> echo = new ChannelInitializer<>() {
             @Override
             protected void initChannel(Channel ch) {
                 ExceptionRecorder errors = new ExceptionRecorder();
@@ -91,7 +91,9 @@ class RdmaTransportHostilePeerTest {
                 children.add(ch);
                 childErrors.add(errors);
             }
-        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        };
+        server = (RdmaServerSocketChannel) RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(echo)
+                .bind(RdmaTestSupport.anyPort()).sync().channel();
         assertHonestClientServed(); // warms the allocator's size classes up, so that the baseline is the steady state
         baseline = Footprint.now();
         children.clear();
@@ -186,7 +188,7 @@ class RdmaTransportHostilePeerTest {
     @Test
     void hundredAbsurdConnectsLeaveNoRegionOrQueuePairBehind() throws Exception {
         assumeFalse(RdmaTestSupport.isNative(), "live memory regions and queue pairs are counted by the emulated "
-                + "fabric only: rdma-core keeps no count a test could read (the allocator counts run on every provider)");
+                + "fabric only: rdma-core keeps no count a test could read (the allocator counts run everywhere)");
         hundredAbsurdConnects();
         assertCleanEnd("100 connects asking for 16 MiB receives", null);
         Footprint now = Footprint.now();
@@ -381,7 +383,8 @@ class RdmaTransportHostilePeerTest {
         }
         for (ExceptionRecorder errors : childErrors) {
             for (Throwable t : errors.exceptions) {
-                assertTrue(t instanceof IOException, () -> what + ": not an IOException: " + RdmaTestSupport.describe(t));
+                assertTrue(t instanceof IOException, () -> what + ": not an IOException: "
+                        + RdmaTestSupport.describe(t));
             }
         }
         List<String> stacks = warnStacks.take();
@@ -418,8 +421,8 @@ class RdmaTransportHostilePeerTest {
         assertTrue(now.directMemory - baseline.directMemory <= MAX_CONNECTION_FOOTPRINT, () -> what + ": the server "
                 + "allocated " + (now.directMemory - baseline.directMemory) + " bytes of direct memory for it (at most "
                 + MAX_CONNECTION_FOOTPRINT + " for a connection within its configuration)");
-        assertTrue(now.regionBytes - baseline.regionBytes <= MAX_CONNECTION_FOOTPRINT, () -> what + ": " + (now.regionBytes
-                - baseline.regionBytes) + " more bytes registered on the emulated fabric");
+        assertTrue(now.regionBytes - baseline.regionBytes <= MAX_CONNECTION_FOOTPRINT, () -> what + ": "
+                + (now.regionBytes - baseline.regionBytes) + " more bytes registered on the emulated fabric");
     }
 
     /** A well-behaved client: an echo of 20000 checked bytes, closed, and its server child closed after it. */
