@@ -5,6 +5,8 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.function.Executable;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.nettyrdma.verbs.DeviceAttributes.Transport;
 import org.nettyrdma.verbs.Loopback.End;
 import org.nettyrdma.verbs.Loopback.Events;
@@ -314,6 +316,81 @@ public abstract class VerbsConformanceSuite {
         assertWc(wc, 1, WcStatus.REM_ACCESS_ERR);
         assertArrayEquals(new byte[64], read(local, 0, 64), "refused read changed the local buffer");
         awaitState(server.qp(), QpState.ERROR, "the responder");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
+    }
+
+    /**
+     * An rkey is good only in the responder's protection domain: a region registered elsewhere with every access (the
+     * requester's own memory, another tenant's) cannot be written through another QP. iWARP may complete the refused
+     * WRITE successfully (no response in RDMAP), then both QPs fail.
+     */
+    @Test
+    void rdmaWriteToRegionOfAnotherPdIsRefused() throws Exception {
+        fx.connect(fx.options());
+        ProtectionDomain otherPd = fx.own(fx.device.allocPd());
+        MemoryRegion foreign = fx.register(otherPd, SIZE, ALL);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(64, 6));
+        fx.wr(0, 1, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 64).remote(0, foreign.address(), foreign.rkey());
+        fx.assertPosted(client.postSend(1));
+        assertRefusedByResponder(client.sendCompletion(), 1, Set.of(WcStatus.REM_ACCESS_ERR));
+        assertArrayEquals(new byte[64], read(foreign, 0, 64), "a write through another PD's rkey changed the region");
+    }
+
+    @Test
+    void rdmaReadOfRegionOfAnotherPdIsRefused() throws Exception {
+        fx.connect(fx.options());
+        ProtectionDomain otherPd = fx.own(fx.device.allocPd());
+        MemoryRegion foreign = fx.register(otherPd, SIZE, ALL);
+        write(foreign, 0, pattern(64, 7));
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        fx.wr(0, 1, WrOpcode.RDMA_READ, SIGNALED, local, 0, 64).remote(0, foreign.address(), foreign.rkey());
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 1, WcStatus.REM_ACCESS_ERR);
+        assertArrayEquals(new byte[64], read(local, 0, 64), "a read through another PD's rkey returned bytes");
+        awaitState(server.qp(), QpState.ERROR, "the responder, which refused the read");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
+    }
+
+    /**
+     * A region registered with LOCAL_WRITE only has no rkey (0 in the SPI); neither 0 nor its lkey (which a peer might
+     * guess, and which equals the rkey a remote access would have had) lets an RDMA WRITE through.
+     */
+    @ParameterizedTest(name = "with {0}")
+    @ValueSource(strings = {"rkey 0", "its lkey"})
+    void localOnlyRegionRefusesRdmaWrite(String key) throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion target = server.register(SIZE, LOCAL_WRITE);
+        assertEquals(0, target.rkey(), "rkey of a region without remote access");
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(64, 8));
+        int rkey = key.equals("rkey 0") ? 0 : target.lkey();
+        fx.wr(0, 1, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 64).remote(0, target.address(), rkey);
+        fx.assertPosted(client.postSend(1));
+        assertRefusedByResponder(client.sendCompletion(), 1, Set.of(WcStatus.REM_ACCESS_ERR));
+        assertArrayEquals(new byte[64], read(target, 0, 64), "a write into a local-only region changed it");
+    }
+
+    @ParameterizedTest(name = "with {0}")
+    @ValueSource(strings = {"rkey 0", "its lkey"})
+    void localOnlyRegionRefusesRdmaRead(String key) throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion target = server.register(SIZE, LOCAL_WRITE);
+        write(target, 0, pattern(64, 9));
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        int rkey = key.equals("rkey 0") ? 0 : target.lkey();
+        fx.wr(0, 1, WrOpcode.RDMA_READ, SIGNALED, local, 0, 64).remote(0, target.address(), rkey);
+        fx.assertPosted(client.postSend(1));
+        Wc wc = client.sendCompletion();
+        if (isSoftIwarp() && rkey != 0 && wc.status() == WcStatus.SUCCESS) {
+            // siw checks no access right for the READ it answers (see rdmaReadWithoutRemoteReadIsRefused), and an
+            // iWARP STag is the lkey and the rkey at once: the lkey reads the region. What still holds: only that
+            assertArrayEquals(pattern(64, 9), read(local, 0, 64), "the READ that siw let through");
+            return;
+        }
+        assertWc(wc, 1, WcStatus.REM_ACCESS_ERR);
+        assertArrayEquals(new byte[64], read(local, 0, 64), "a read of a local-only region returned bytes");
+        awaitState(server.qp(), QpState.ERROR, "the responder, which refused the read");
         awaitState(client.qp(), QpState.ERROR, "the requester");
     }
 

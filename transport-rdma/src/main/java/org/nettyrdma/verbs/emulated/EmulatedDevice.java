@@ -96,6 +96,10 @@ final class EmulatedDevice implements Device {
         qps--;
     }
 
+    synchronized int queuePairs() {
+        return qps;
+    }
+
     synchronized void reserveMr() throws VerbsException {
         if (mrs >= attributes.maxMr()) {
             throw new VerbsException("ibv_reg_mr", Errno.ENOMEM, "max_mr " + attributes.maxMr() + " of " + name);

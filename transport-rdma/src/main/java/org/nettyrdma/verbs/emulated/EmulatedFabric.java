@@ -4,6 +4,7 @@ import org.nettyrdma.verbs.Device;
 import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.DeviceAttributes.Transport;
 import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.net.Inet4Address;
@@ -234,6 +235,31 @@ public final class EmulatedFabric {
         }
         EmulatedMemoryRegion mr = table[index];
         return mr != null && mr.lkey() == key ? mr : null;
+    }
+
+    // ---- for tests ----
+
+    /**
+     * For tests (leak checks, and a hostile peer that could guess every key and address): the memory regions
+     * registered on this fabric and not yet deregistered, of every protection domain, in key order.
+     */
+    public List<MemoryRegion> liveMemoryRegions() {
+        List<MemoryRegion> live = new ArrayList<>();
+        for (EmulatedMemoryRegion mr : keys) {
+            if (mr != null) {
+                live.add(mr);
+            }
+        }
+        return live;
+    }
+
+    /** For tests (leak checks): the queue pairs created on this fabric's devices and not yet destroyed. */
+    public synchronized int liveQueuePairs() {
+        int n = 0;
+        for (EmulatedDevice d : devices) {
+            n += d.queuePairs();
+        }
+        return n;
     }
 
     // ---- later ----

@@ -1,0 +1,247 @@
+package org.nettyrdma.channel;
+
+import org.nettyrdma.verbs.Access;
+import org.nettyrdma.verbs.CmEvent;
+import org.nettyrdma.verbs.CmEventChannel;
+import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.CompletionArray;
+import org.nettyrdma.verbs.CompletionQueue;
+import org.nettyrdma.verbs.ConnectionParameters;
+import org.nettyrdma.verbs.EventWaiter;
+import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.QpInitAttributes;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.SendFlags;
+import org.nettyrdma.verbs.VerbsProvider;
+import org.nettyrdma.verbs.WcStatus;
+import org.nettyrdma.verbs.WorkRequestList;
+import org.nettyrdma.verbs.WrOpcode;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Queue;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A client written against the verbs SPI: its own protection domain, CQ and QP, 16 receives of 16 KiB posted
+ * before it connects with whatever private data it likes, then any message, credit or remote access it likes.
+ */
+final class HostilePeer implements AutoCloseable {
+    private static final int RECEIVES = 16;
+    private static final int RECEIVE_SIZE = 16384;
+    private static final long SEND_WR_ID = 1L << 32;
+
+    final VerbsProvider provider = RdmaResources.of(RdmaTestSupport.provider()).provider();
+    final CmEventChannel channel;
+    final EventWaiter waiter;
+    final CmId id;
+    final CmEvent event = new CmEvent();
+    final CompletionArray wcs = new CompletionArray(64);
+    final WorkRequestList wrs = new WorkRequestList(1, 1);
+    final List<String> history = new ArrayList<>();
+    /** Completions polled and not yet taken: {wrId, status, byteLen}. */
+    final Queue<long[]> completions = new ArrayDeque<>();
+    ProtectionDomain pd;
+    CompletionQueue cq;
+    QueuePair qp;
+    MemoryRegion recvMr;
+    MemoryRegion sendMr;
+    int rejectReason;
+    String rejectText;
+    boolean disconnected;
+
+    HostilePeer() throws Exception {
+        channel = provider.createEventChannel();
+        waiter = provider.createWaiter();
+        waiter.add(channel);
+        id = provider.createId(channel, null);
+    }
+
+    /** Resolves, creates the QP, posts the receives and connects: the event that ends the attempt. */
+    CmEventType connect(InetSocketAddress to, byte[] privateData) throws Exception {
+        id.resolveAddress(null, to, 2000);
+        assertEquals(CmEventType.ADDR_RESOLVED, nextEvent(10_000), this::toString);
+        id.resolveRoute(2000);
+        assertEquals(CmEventType.ROUTE_RESOLVED, nextEvent(10_000), this::toString);
+        pd = id.device().allocPd();
+        cq = id.device().createCq(256, null);
+        qp = id.createQp(pd, new QpInitAttributes(cq, cq, 64, RECEIVES, 1, 1, 0, false));
+        recvMr = pd.registerMemory(ByteBuffer.allocateDirect(RECEIVES * RECEIVE_SIZE), Access.LOCAL_WRITE);
+        int all = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
+        sendMr = pd.registerMemory(ByteBuffer.allocateDirect(65536), all);
+        for (int slot = 0; slot < RECEIVES; slot++) {
+            postRecv(slot);
+        }
+        id.connect(new ConnectionParameters(privateData, 1, 1, 7, 7));
+        CmEventType type = nextEvent(10_000);
+        if (type == CmEventType.REJECTED) {
+            rejectText = RdmaProtocol.rejectMessage(event.privateData(), event.privateDataLength());
+            rejectReason = rejectText == null ? 0 : ByteBuffer.wrap(event.privateData()).getShort(6) & 0xffff;
+        }
+        return type;
+    }
+
+    /** A SEND of a protocol header ({@code type}, {@code credits}) and {@code payload} bytes of 0xEE. */
+    void sendMessage(int type, int credits, int payload) throws Exception {
+        ByteBuffer b = sendMr.buffer();
+        RdmaProtocol.putHeader(b, 0, type, credits);
+        for (int i = 0; i < payload; i++) {
+            b.put(RdmaProtocol.HEADER_LENGTH + i, (byte) 0xEE);
+        }
+        post(WrOpcode.SEND, RdmaProtocol.HEADER_LENGTH + payload, 0, 0);
+    }
+
+    /** A SEND of the first {@code length} bytes of {@code bytes}. */
+    void sendBytes(byte[] bytes, int length) throws Exception {
+        sendMr.buffer().put(bytes, 0, length);
+        post(WrOpcode.SEND, length, 0, 0);
+    }
+
+    /** Sends {@code payload} as DATA and collects the echo, granting a credit for each DATA that comes back. */
+    byte[] echo(byte[] payload) throws Exception {
+        sendMr.buffer().put(RdmaProtocol.HEADER_LENGTH, payload);
+        RdmaProtocol.putHeader(sendMr.buffer(), 0, RdmaProtocol.TYPE_DATA, 0);
+        post(WrOpcode.SEND, RdmaProtocol.HEADER_LENGTH + payload.length, 0, 0);
+        assertEquals(WcStatus.SUCCESS, (int) take(false, 10_000)[1], "the echo's DATA SEND");
+        ByteBuffer got = ByteBuffer.allocate(payload.length);
+        while (got.hasRemaining()) {
+            long[] wc = take(true, 10_000);
+            assertEquals(WcStatus.SUCCESS, (int) wc[1], () -> "a receive of the echo: " + this);
+            int slot = (int) wc[0];
+            ByteBuffer r = recvMr.buffer().position(slot * RECEIVE_SIZE).limit(slot * RECEIVE_SIZE + (int) wc[2]);
+            int type = r.get(r.position()) & 0xff;
+            r.position(r.position() + RdmaProtocol.HEADER_LENGTH);
+            assertTrue(r.remaining() <= got.remaining(), () -> "more echoed than sent: " + this);
+            got.put(r);
+            postRecv(slot);
+            if (type == RdmaProtocol.TYPE_DATA) {
+                sendMessage(RdmaProtocol.TYPE_CREDIT, 1, 0);
+                assertEquals(WcStatus.SUCCESS, (int) take(false, 10_000)[1], "a CREDIT SEND");
+            }
+        }
+        return got.array();
+    }
+
+    /** An RDMA WRITE (of 0xEE bytes) or READ of {@code length} bytes at {@code rkey}/{@code address}: its status. */
+    int remoteAccess(int opcode, int rkey, long address, int length) throws Exception {
+        ByteBuffer b = sendMr.buffer();
+        for (int i = 0; i < length; i++) {
+            b.put(i, (byte) (opcode == WrOpcode.RDMA_WRITE ? 0xEE : 0));
+        }
+        drainSends();
+        post(opcode, length, rkey, address);
+        return (int) take(false, 10_000)[1];
+    }
+
+    private void drainSends() throws Exception {
+        long[] wc;
+        while ((wc = poll(false)) != null) {
+            history.add("send " + WcStatus.name((int) wc[1]));
+        }
+    }
+
+    private void post(int opcode, int length, int rkey, long address) {
+        wrs.setSend(0, SEND_WR_ID, opcode, SendFlags.SIGNALED);
+        if (length > 0) {
+            wrs.addSge(0, sendMr.address(), length, sendMr.lkey());
+        }
+        if (opcode != WrOpcode.SEND) {
+            wrs.remote(0, address, rkey);
+        }
+        int rc = qp.postSend(wrs, 0, 1);
+        history.add("post " + opcode + " of " + length + " bytes: " + rc);
+        assertEquals(0, rc, () -> "ibv_post_send: " + this);
+    }
+
+    private void postRecv(int slot) {
+        wrs.setRecv(0, slot).addSge(0, recvMr.address() + (long) slot * RECEIVE_SIZE, RECEIVE_SIZE, recvMr.lkey());
+        assertEquals(0, qp.postRecv(wrs, 0, 1), () -> "ibv_post_recv: " + this);
+    }
+
+    /** DISCONNECTED, or "receive flushed" (iWARP, or a QP the server moved to error): null if still up. */
+    String awaitTornDown(long millis) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (System.nanoTime() - deadline < 0) {
+            if (channel.poll(event)) {
+                history.add("event " + event.type());
+                if (event.type() == CmEventType.DISCONNECTED) {
+                    disconnected = true;
+                    return "DISCONNECTED";
+                }
+            }
+            long[] wc;
+            while ((wc = poll(true)) != null) {
+                if (wc[1] != WcStatus.SUCCESS) {
+                    return "receive " + WcStatus.name((int) wc[1]);
+                }
+                postRecv((int) wc[0]); // a message of the server (a CREDIT): not an end
+            }
+            drainSends();
+            Thread.sleep(1);
+        }
+        return null;
+    }
+
+    /** The next completion of a receive ({@code recv}) or a send, within {@code millis}. */
+    private long[] take(boolean recv, long millis) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        long[] wc;
+        while ((wc = poll(recv)) == null) {
+            assertTrue(System.nanoTime() - deadline < 0, () -> "no " + (recv ? "receive" : "send")
+                    + " completion within " + millis + " ms: " + this);
+            Thread.sleep(1);
+        }
+        return wc;
+    }
+
+    private long[] poll(boolean recv) {
+        int n = cq.poll(wcs, wcs.capacity());
+        assertTrue(n >= 0, () -> "ibv_poll_cq: " + n);
+        for (int i = 0; i < n; i++) {
+            completions.add(new long[] {wcs.wrId(i), wcs.status(i), wcs.byteLen(i)});
+        }
+        for (long[] wc : completions) {
+            if ((wc[0] != SEND_WR_ID) == recv) {
+                completions.remove(wc);
+                history.add((recv ? "recv " : "send ") + WcStatus.name((int) wc[1]) + " " + wc[2] + " bytes");
+                return wc;
+            }
+        }
+        return null;
+    }
+
+    private CmEventType nextEvent(long millis) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (!channel.poll(event)) {
+            long left = deadline - System.nanoTime();
+            assertTrue(left > 0, () -> "no RDMA CM event within " + millis + " ms: " + this);
+            waiter.await(left);
+        }
+        history.add("event " + event.type() + " status " + event.status());
+        return event.type();
+    }
+
+    @Override
+    public void close() throws Exception {
+        id.close(); // disconnects and destroys the QP
+        for (AutoCloseable c : new AutoCloseable[] {recvMr, sendMr, cq, pd, waiter, channel}) {
+            if (c != null) {
+                c.close();
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "hostile peer{" + String.join(", ", history) + (rejectText == null ? "" : ", reject reason "
+                + rejectReason + " \"" + rejectText + '"') + '}';
+    }
+}

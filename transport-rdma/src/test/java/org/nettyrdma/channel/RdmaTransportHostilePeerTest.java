@@ -1,0 +1,514 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.util.internal.PlatformDependent;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.Isolated;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
+import org.nettyrdma.channel.RdmaTestSupport.Pattern;
+import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
+import org.nettyrdma.channel.RdmaTestSupport.StreamWriter;
+import org.nettyrdma.channel.RdmaTransportManyConnectionsTest.Echo;
+import org.nettyrdma.channel.RdmaTransportManyConnectionsTest.EchoClient;
+import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.WcStatus;
+import org.nettyrdma.verbs.WrOpcode;
+import org.nettyrdma.verbs.emulated.EmulatedFabric;
+
+import java.io.IOException;
+import java.lang.management.BufferPoolMXBean;
+import java.lang.management.ManagementFactory;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
+
+/**
+ * "A peer gets nothing it was not given": a raw client written against the verbs SPI (not our channel) connects to an
+ * echo {@link RdmaServerSocketChannel} and misbehaves in the handshake, in its messages, and with RDMA WRITE and READ
+ * into memory it was never given. Each case ends the same way ({@link #assertCleanEnd}): the hostile connection is
+ * rejected with a reason or torn down, the server's child is closed (with an {@link IOException} that names the
+ * violation where there is one, and no stack trace logged at WARN), nothing is left on the server (allocator counts,
+ * and on the emulated provider the fabric's live memory regions and queue pairs), and a well-behaved
+ * {@link RdmaSocketChannel} is served right after. Runs on the provider of {@link RdmaTestSupport} (emulated here, the
+ * native one on rxe0 and siw0 in the VM: transport.sh).
+ */
+@Isolated("transport-level checks: global allocator counts, direct memory")
+@Execution(ExecutionMode.SAME_THREAD)
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class RdmaTransportHostilePeerTest {
+    /** The server's configuration (defaults): what it may allocate for a connection, whatever the peer asks. */
+    private static final int SERVER_RECEIVE_SIZE = 16384;
+    /** More than a connection within the server's configuration costs (KiBs), far less than an honoured absurd ask. */
+    private static final long MAX_CONNECTION_FOOTPRINT = 16 << 20;
+    private static final int SIXTEEN_MIB = 16 << 20;
+    private static final byte[] ECHO_PAYLOAD = "hostile".getBytes(StandardCharsets.US_ASCII);
+
+    private EventLoopGroup serverGroup;
+    private EventLoopGroup clientGroup;
+    private RdmaServerSocketChannel server;
+    private final List<Channel> children = new CopyOnWriteArrayList<>();
+    private final List<ExceptionRecorder> childErrors = new CopyOnWriteArrayList<>();
+    /** Children that stay open while hostile connections come and go (the honest stream of the memory test). */
+    private final Set<Channel> spared = ConcurrentHashMap.newKeySet();
+    private Footprint baseline;
+    private WarnStacks warnStacks;
+
+    @BeforeEach
+    void startEchoServer() throws Exception {
+        serverGroup = RdmaTestSupport.newGroup(1, "hostile-server");
+        clientGroup = RdmaTestSupport.newGroup(1, "hostile-client");
+        ChannelInitializer<Channel> echo = new ChannelInitializer<>() {
+            @Override
+            protected void initChannel(Channel ch) {
+                ExceptionRecorder errors = new ExceptionRecorder();
+                ch.pipeline().addLast(Echo.INSTANCE, errors);
+                children.add(ch);
+                childErrors.add(errors);
+            }
+        };
+        server = (RdmaServerSocketChannel) RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(echo)
+                .bind(RdmaTestSupport.anyPort()).sync().channel();
+        assertHonestClientServed(); // warms the allocator's size classes up, so that the baseline is the steady state
+        baseline = Footprint.now();
+        children.clear();
+        childErrors.clear();
+        warnStacks = WarnStacks.start();
+    }
+
+    /** Also fails a case (after a failure: as a suppressed one) whose loops logged a stack trace at WARN. */
+    @AfterEach
+    void stop() throws Exception {
+        try {
+            if (server != null) {
+                server.close().sync();
+            }
+        } finally {
+            RdmaTestSupport.shutdown(clientGroup, serverGroup); // the loops have logged everything when they end
+        }
+        if (warnStacks != null) {
+            List<String> stacks = warnStacks.take();
+            warnStacks.stop();
+            assertTrue(stacks.isEmpty(), "stack traces logged at WARN or above: " + stacks);
+        }
+    }
+
+    // ---- handshakes ---------------------------------------------------------------------------------------------
+
+    static Stream<Arguments> invalidHandshakes() {
+        byte[] badMagic = RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16);
+        ByteBuffer.wrap(badMagic).putInt(0, 0x4E52444E);
+        byte[] badVersion = RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16);
+        ByteBuffer.wrap(badVersion).putShort(4, (short) 0xffff);
+        return Stream.of(
+                Arguments.of("bad magic", badMagic, "not a netty-rdma peer"),
+                Arguments.of("bad version", badVersion, "protocol version 65535 not supported"),
+                Arguments.of("no private data", new byte[0], ""),
+                Arguments.of("8 bytes", Arrays.copyOf(RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16), 8), ""),
+                Arguments.of("receive size 0", RdmaProtocol.handshake(0, 16), "receive"),
+                Arguments.of("receive size 4", RdmaProtocol.handshake(4, 16), "receive"),
+                Arguments.of("receive count 0", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 0), "receive"),
+                Arguments.of("receive count 1", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 1), "receive"),
+                Arguments.of("receive count -1", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, -1), "receive"),
+                Arguments.of("receive count MIN_VALUE",
+                        RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, Integer.MIN_VALUE), "receive"));
+    }
+
+    /** A handshake that is not ours, or asks for nothing usable: REJECTED with our magic, a reason and its text. */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("invalidHandshakes")
+    void invalidHandshakeIsRejectedWithReason(String what, byte[] privateData, String reasonText) throws Exception {
+        try (HostilePeer peer = new HostilePeer()) {
+            CmEventType outcome = peer.connect(server.localAddress(), privateData);
+            assertEquals(CmEventType.REJECTED, outcome, what + ": " + peer);
+            assertNotNull(peer.rejectText, what + ": a REJECTED without our magic (nobody listening?): " + peer);
+            assertTrue(peer.rejectReason >= RdmaProtocol.REJECT_BAD_MAGIC
+                    && peer.rejectReason <= RdmaProtocol.REJECT_REFUSED, what + ": reject reason " + peer.rejectReason);
+            assertTrue(!peer.rejectText.isBlank() && peer.rejectText.contains(reasonText),
+                    what + ": reject text \"" + peer.rejectText + "\" should say \"" + reasonText + '"');
+        }
+        assertCleanEnd(what, null);
+    }
+
+    /**
+     * Receive sizes and counts beyond the server's own configuration are negotiated down: the connection is accepted,
+     * costs the server no more than its configuration allows, and works (an echo within the server's limits).
+     */
+    @ParameterizedTest(name = "{0} buffers of {1} bytes")
+    @MethodSource("oversizedHandshakes")
+    void oversizedHandshakeIsNegotiatedDown(int count, int size) throws Exception {
+        String what = count + " buffers of " + size + " bytes";
+        try (HostilePeer peer = new HostilePeer()) {
+            assertEquals(CmEventType.ESTABLISHED, peer.connect(server.localAddress(),
+                    RdmaProtocol.handshake(size, count)), what + ": " + peer);
+            assertArrayEquals(ECHO_PAYLOAD, peer.echo(ECHO_PAYLOAD), what + ": echo");
+            assertFootprintWithinConfiguration(what);
+        }
+        assertCleanEnd(what, null);
+    }
+
+    static Stream<Arguments> oversizedHandshakes() {
+        return Stream.of(Arguments.of(16, 5), Arguments.of(16, SERVER_RECEIVE_SIZE + 1), Arguments.of(16, SIXTEEN_MIB),
+                Arguments.of(16, Integer.MAX_VALUE), Arguments.of(2, SERVER_RECEIVE_SIZE),
+                Arguments.of(65535, SERVER_RECEIVE_SIZE), Arguments.of(Integer.MAX_VALUE, SERVER_RECEIVE_SIZE));
+    }
+
+    /** 100 connects in a row that ask for 16 MiB receives: each costs what the configuration allows, none stays. */
+    @Test
+    void hundredAbsurdConnectsLeaveNoMemoryBehind() throws Exception {
+        hundredAbsurdConnects();
+        assertCleanEnd("100 connects asking for 16 MiB receives", null);
+    }
+
+    @Test
+    void hundredAbsurdConnectsLeaveNoRegionOrQueuePairBehind() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "live memory regions and queue pairs are counted by the emulated "
+                + "fabric only: rdma-core keeps no count a test could read (the allocator counts run everywhere)");
+        hundredAbsurdConnects();
+        assertCleanEnd("100 connects asking for 16 MiB receives", null);
+        Footprint now = Footprint.now();
+        assertEquals(baseline.queuePairs, now.queuePairs, "live queue pairs after 100 connections");
+        assertTrue(now.regions <= baseline.regions, () -> "live memory regions after 100 connections: " + now
+                + ", baseline " + baseline);
+    }
+
+    private void hundredAbsurdConnects() throws Exception {
+        for (int i = 1; i <= 100; i++) {
+            String what = "connection #" + i + " of 100 asking for 16 buffers of 16 MiB";
+            try (HostilePeer peer = new HostilePeer()) {
+                CmEventType outcome = peer.connect(server.localAddress(), RdmaProtocol.handshake(SIXTEEN_MIB, 16));
+                assertEquals(CmEventType.ESTABLISHED, outcome, what + ": " + peer);
+                peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
+                assertFootprintWithinConfiguration(what);
+            }
+            awaitChildrenClosed(what);
+        }
+    }
+
+    // ---- messages after a valid handshake -----------------------------------------------------------------------
+
+    /** A DATA SEND shorter than the 4-byte header: the first {@code length} bytes of a DATA header. */
+    @ParameterizedTest(name = "{0} bytes")
+    @ValueSource(ints = {0, 1, 2, 3})
+    void sendShorterThanTheHeaderFailsTheConnection(int length) throws Exception {
+        misbehave("a SEND of " + length + " bytes", "(?i).*(header|short).*",
+                peer -> peer.sendBytes(new byte[] {RdmaProtocol.TYPE_DATA, 0, 0, 0}, length));
+    }
+
+    @ParameterizedTest(name = "type {0}")
+    @ValueSource(ints = {0, 4, 255})
+    void unknownMessageTypeFailsTheConnection(int type) throws Exception {
+        misbehave("a message of type " + type, "(?i).*type " + type + "\\b.*",
+                peer -> peer.sendMessage(type, 0, 0));
+    }
+
+    @ParameterizedTest(name = "type {0}")
+    @ValueSource(ints = {RdmaProtocol.TYPE_CREDIT, RdmaProtocol.TYPE_FIN})
+    void controlMessageWithPayloadFailsTheConnection(int type) throws Exception {
+        String name = type == RdmaProtocol.TYPE_CREDIT ? "CREDIT" : "FIN";
+        misbehave(name + " with 10 bytes of payload", "(?i).*\\b" + name + "\\b.*",
+                peer -> peer.sendMessage(type, 0, 10));
+    }
+
+    /** Credits beyond what the server ever granted (its receive count): 0xffff in a header, three times. */
+    @ParameterizedTest(name = "in {0}")
+    @ValueSource(ints = {RdmaProtocol.TYPE_CREDIT, RdmaProtocol.TYPE_DATA})
+    void absurdCreditsFailTheConnection(int type) throws Exception {
+        misbehave("3 headers granting 0xffff credits", "(?i).*credit.*", peer -> {
+            for (int i = 0; i < 3; i++) {
+                peer.sendMessage(type, RdmaProtocol.MAX_CREDITS_PER_HEADER, type == RdmaProtocol.TYPE_DATA ? 1 : 0);
+            }
+        });
+    }
+
+    @Test
+    void sendLargerThanTheReceiveBufferFailsTheConnection() throws Exception {
+        misbehave("a SEND of " + (SERVER_RECEIVE_SIZE + 1) + " bytes", "(?i).*(length|long|large|size|exceed).*",
+                peer -> peer.sendMessage(RdmaProtocol.TYPE_DATA, 0,
+                        SERVER_RECEIVE_SIZE + 1 - RdmaProtocol.HEADER_LENGTH));
+    }
+
+    private interface Misbehaviour {
+        void run(HostilePeer peer) throws Exception;
+    }
+
+    /** Connects validly, misbehaves, and expects the server to tear the connection down and say why. */
+    private void misbehave(String what, String violation, Misbehaviour misbehaviour) throws Exception {
+        try (HostilePeer peer = new HostilePeer()) {
+            assertEquals(CmEventType.ESTABLISHED, peer.connect(server.localAddress(),
+                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16)), what + ": " + peer);
+            misbehaviour.run(peer);
+            assertNotNull(peer.awaitTornDown(10_000), what + ": the connection is still up 10 s later; " + peer
+                    + "; server child errors " + errors());
+        }
+        assertCleanEnd(what, violation);
+    }
+
+    // ---- memory it was never given ------------------------------------------------------------------------------
+
+    /**
+     * RDMA WRITE and READ from the hostile QP at every key and address it could guess (0, small integers, its own
+     * region's keys, and on the emulated provider every region of the server's protection domain, keys and addresses
+     * exactly) fail, while an honest connection streams checked bytes through the same server: not one of its bytes
+     * changes.
+     */
+    @Test
+    void rdmaWriteAndReadIntoServerMemoryFail() throws Exception {
+        long total = RdmaTestSupport.scaledBytes(32L << 20, 1);
+        Pattern pattern = Pattern.standard();
+        StreamWriter writer = new StreamWriter(total, pattern, RdmaTestSupport.mixedPlan(SERVER_RECEIVE_SIZE * 4), 11);
+        StreamReader reader = new StreamReader(total, pattern);
+        Channel honest = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInitializer<>() {
+            @Override
+            protected void initChannel(Channel ch) {
+                ch.pipeline().addLast(writer, reader);
+            }
+        }).connect(server.localAddress()).sync().channel();
+        RdmaTestSupport.awaitCondition("the honest connection's child", () -> children.size() == 1, 10_000,
+                () -> "children " + children);
+        spared.add(children.get(0));
+        List<String> accepted = new ArrayList<>();
+        for (long[] target : guessedTargets()) {
+            for (int opcode : new int[] {WrOpcode.RDMA_WRITE, WrOpcode.RDMA_READ}) {
+                String outcome = attack(opcode, (int) target[0], target[1], (int) target[2]);
+                if (outcome != null) {
+                    accepted.add(outcome);
+                }
+            }
+        }
+        String stream = "intact";
+        try {
+            RdmaTestSupport.await(reader.done, 60_000, "the honest stream, byte-exact", reader::state);
+            RdmaTestSupport.await(writer.done, 10_000, "the honest writes", writer::state);
+        } catch (AssertionError e) {
+            stream = e.getMessage() + (e.getCause() == null ? "" : " (" + e.getCause().getMessage() + ')');
+        }
+        honest.close().sync();
+        spared.clear();
+        String honestStream = stream;
+        assertTrue(accepted.isEmpty() && honestStream.equals("intact"), () -> accepted.size()
+                + " remote accesses went through:\n  " + String.join("\n  ", accepted) + "\nthe honest stream through "
+                + "the same server: " + honestStream);
+        assertCleanEnd("RDMA WRITE/READ at guessed keys", null);
+    }
+
+    /** {rkey, address, length}: what a peer could guess. On the emulated provider, the server PD's real regions. */
+    private List<long[]> guessedTargets() throws Exception {
+        List<long[]> targets = new ArrayList<>();
+        try (HostilePeer probe = new HostilePeer()) {
+            probe.connect(server.localAddress(), RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16));
+            MemoryRegion own = probe.sendMr;
+            for (long[] t : new long[][] {{0, 0}, {1, 0}, {2, 4096}, {0x100, 0}, {0x1ff, 4096},
+                    {own.lkey(), own.address()}, {own.lkey() + 0x100, own.address() - 4096},
+                    {own.lkey() - 0x100, own.address() + own.length() + 4096}}) {
+                targets.add(new long[] {t[0], t[1], 64});
+            }
+            if (!RdmaTestSupport.isNative()) {
+                ProtectionDomain serverPd = RdmaResources.of(RdmaTestSupport.provider()).pd(probe.id.device());
+                List<MemoryRegion> regions = EmulatedFabric.defaultFabric().liveMemoryRegions();
+                for (int i = regions.size() - 1; i >= 0 && targets.size() < 48; i--) {
+                    MemoryRegion mr = regions.get(i);
+                    if (mr.pd() == serverPd) {
+                        targets.add(new long[] {mr.lkey(), mr.address(), Math.min(mr.length(), 65536)});
+                    }
+                }
+            }
+        }
+        awaitChildrenClosed("the probe connection");
+        return targets;
+    }
+
+    /** One hostile connection posting one RDMA WRITE or READ: null if it failed as it must, else what went through. */
+    private String attack(int opcode, int rkey, long address, int length) throws Exception {
+        String what = (opcode == WrOpcode.RDMA_WRITE ? "RDMA WRITE" : "RDMA READ") + " of " + length
+                + " bytes at rkey 0x" + Integer.toHexString(rkey) + ", address 0x" + Long.toHexString(address);
+        try (HostilePeer peer = new HostilePeer()) {
+            assertEquals(CmEventType.ESTABLISHED, peer.connect(server.localAddress(),
+                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16)), what + ": " + peer);
+            peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting: the server's side is open
+            int status = peer.remoteAccess(opcode, rkey, address, length);
+            if (status == WcStatus.SUCCESS) {
+                // iWARP may complete a refused WRITE (RDMAP has no response to it) and end the connection after
+                if (opcode == WrOpcode.RDMA_READ || peer.awaitTornDown(5_000) == null) {
+                    return what + ": succeeded";
+                }
+            } else if (peer.awaitTornDown(10_000) == null) {
+                return what + ": failed (" + WcStatus.name(status) + ") but the connection stayed up";
+            }
+        }
+        awaitChildrenClosed(what);
+        return null;
+    }
+
+    // ---- how every case ends ------------------------------------------------------------------------------------
+
+    /**
+     * The server's children are closed; where the connection violated the protocol ({@code violation} non-null, a
+     * regular expression), with an IOException whose message matches it; nothing logged a stack trace at WARN; the
+     * server's resources are back to the baseline; and an honest client is served right after.
+     */
+    private void assertCleanEnd(String what, String violation) throws Exception {
+        awaitChildrenClosed(what);
+        if (violation != null) {
+            assertEquals(1, children.size(), what + ": accepted channels");
+            Throwable t = childErrors.get(0).exceptions.peek();
+            assertTrue(t instanceof IOException && String.valueOf(t.getMessage()).matches(violation),
+                    () -> what + ": the child should fail with an IOException matching " + violation + ", got "
+                            + childErrors.get(0).exceptions);
+        }
+        for (ExceptionRecorder errors : childErrors) {
+            for (Throwable t : errors.exceptions) {
+                assertTrue(t instanceof IOException, () -> what + ": not an IOException: "
+                        + RdmaTestSupport.describe(t));
+            }
+        }
+        List<String> stacks = warnStacks.take();
+        assertTrue(stacks.isEmpty(), () -> what + ": stack traces logged at WARN or above: " + stacks);
+        RdmaTestSupport.awaitCondition(what + ": server resources back to the baseline",
+                () -> registrationsBack() && Footprint.now().isBackTo(baseline), 10_000, () -> Footprint.now()
+                        + ", baseline " + baseline + ", registrations: server loop "
+                        + RdmaTestSupport.registeredChannels(serverGroup) + " (the listener: 1), client loop "
+                        + RdmaTestSupport.registeredChannels(clientGroup));
+        children.clear();
+        childErrors.clear();
+        spared.clear();
+        assertHonestClientServed();
+    }
+
+    /** Registrations end with a connection's last completion, after its close future: the listener's alone left. */
+    private boolean registrationsBack() {
+        return RdmaTestSupport.registeredChannels(serverGroup) == 1 + spared.size()
+                && RdmaTestSupport.registeredChannels(clientGroup) == spared.size();
+    }
+
+    private void awaitChildrenClosed(String what) throws InterruptedException {
+        for (Channel child : children) {
+            if (spared.contains(child)) {
+                continue;
+            }
+            RdmaTestSupport.await(child.closeFuture(), 10_000, what + ": server child closed",
+                    () -> "child " + child + "; children and their errors " + childrenState());
+        }
+    }
+
+    private void assertFootprintWithinConfiguration(String what) {
+        Footprint now = Footprint.now();
+        assertTrue(now.directMemory - baseline.directMemory <= MAX_CONNECTION_FOOTPRINT, () -> what + ": the server "
+                + "allocated " + (now.directMemory - baseline.directMemory) + " bytes of direct memory for it (at most "
+                + MAX_CONNECTION_FOOTPRINT + " for a connection within its configuration)");
+        assertTrue(now.regionBytes - baseline.regionBytes <= MAX_CONNECTION_FOOTPRINT, () -> what + ": "
+                + (now.regionBytes - baseline.regionBytes) + " more bytes registered on the emulated fabric");
+    }
+
+    /** A well-behaved client: an echo of 20000 checked bytes, closed, and its server child closed after it. */
+    private void assertHonestClientServed() throws Exception {
+        int before = children.size();
+        EchoClient client = new EchoClient(20_000, Pattern.standard(), 4242);
+        Channel ch = RdmaTestSupport.clientBootstrap(clientGroup).handler(client).connect(server.localAddress())
+                .sync().channel();
+        RdmaTestSupport.await(client.done, 10_000, "an honest client's echo", client::state);
+        ch.close().sync();
+        RdmaTestSupport.awaitCondition("the honest client's child accepted", () -> children.size() > before, 10_000,
+                () -> "children " + children);
+        RdmaTestSupport.await(children.get(before).closeFuture(), 10_000, "the honest client's child closed",
+                () -> "child " + children.get(before));
+        assertTrue(client.exceptions.isEmpty(), () -> "honest client exceptions: " + client.exceptions);
+        RdmaTestSupport.awaitCondition("registrations after the honest client", this::registrationsBack, 10_000,
+                () -> "server loop " + RdmaTestSupport.registeredChannels(serverGroup) + ", client loop "
+                        + RdmaTestSupport.registeredChannels(clientGroup));
+    }
+
+    private String childrenState() {
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < children.size(); i++) {
+            b.append(i == 0 ? "" : ", ").append(children.get(i)).append(spared.contains(children.get(i)) ? " (spared)"
+                    : "").append(": ").append(childErrors.get(i).exceptions);
+        }
+        return b.toString();
+    }
+
+    private List<Object> errors() {
+        List<Object> all = new ArrayList<>();
+        childErrors.forEach(e -> all.addAll(e.exceptions));
+        return all;
+    }
+
+    /** What the server holds: allocator counts, direct memory, and on the emulated provider the fabric's. */
+    private static final class Footprint {
+        final long bytesInUse = RdmaByteBufAllocator.DEFAULT.bytesInUse();
+        final int buffersInUse = RdmaByteBufAllocator.DEFAULT.buffersInUse();
+        final long registeredBytes = RdmaByteBufAllocator.DEFAULT.registeredBytes();
+        final long directMemory = directMemory();
+        final int regions;
+        final long regionBytes;
+        final int queuePairs;
+
+        private Footprint() {
+            if (RdmaTestSupport.isNative()) {
+                regions = 0;
+                regionBytes = 0;
+                queuePairs = 0;
+            } else {
+                EmulatedFabric fabric = EmulatedFabric.defaultFabric();
+                List<MemoryRegion> live = fabric.liveMemoryRegions();
+                regions = live.size();
+                regionBytes = live.stream().mapToLong(MemoryRegion::length).sum();
+                queuePairs = fabric.liveQueuePairs();
+            }
+        }
+
+        static Footprint now() {
+            return new Footprint();
+        }
+
+        /** In use: as before. Pooled (registered bytes, regions): not more than before (a pool may give back). */
+        boolean isBackTo(Footprint base) {
+            return bytesInUse == base.bytesInUse && buffersInUse == base.buffersInUse
+                    && registeredBytes <= base.registeredBytes && queuePairs == base.queuePairs
+                    && regions <= base.regions && regionBytes <= base.regionBytes;
+        }
+
+        private static long directMemory() {
+            long nio = 0;
+            for (BufferPoolMXBean pool : ManagementFactory.getPlatformMXBeans(BufferPoolMXBean.class)) {
+                if (pool.getName().equals("direct")) {
+                    nio = pool.getMemoryUsed();
+                }
+            }
+            return Math.max(nio, PlatformDependent.usedDirectMemory()); // Netty's count, where it allocates itself
+        }
+
+        @Override
+        public String toString() {
+            return "allocator{bytesInUse=" + bytesInUse + ", buffersInUse=" + buffersInUse + ", registeredBytes="
+                    + registeredBytes + "}, directMemory=" + directMemory + (RdmaTestSupport.isNative() ? ""
+                    : ", fabric{regions=" + regions + ", regionBytes=" + regionBytes + ", queuePairs=" + queuePairs
+                    + '}');
+        }
+    }
+}
