@@ -136,7 +136,10 @@ class RdmaTransportHostilePeerTest {
                 Arguments.of("receive count 1", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 1), "receive"),
                 Arguments.of("receive count -1", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, -1), "receive"),
                 Arguments.of("receive count MIN_VALUE",
-                        RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, Integer.MIN_VALUE), "receive"));
+                        RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, Integer.MIN_VALUE), "receive"),
+                // more credits than a header can ever return (docs/protocol.md: counts of 2..65535)
+                Arguments.of("receive count MAX_VALUE",
+                        RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, Integer.MAX_VALUE), "receive"));
     }
 
     /** A handshake that is not ours, or asks for nothing usable: REJECTED with our magic, a reason and its text. */
@@ -148,7 +151,7 @@ class RdmaTransportHostilePeerTest {
             assertEquals(CmEventType.REJECTED, outcome, what + ": " + peer);
             assertNotNull(peer.rejectText, what + ": a REJECTED without our magic (nobody listening?): " + peer);
             assertTrue(peer.rejectReason >= RdmaProtocol.REJECT_BAD_MAGIC
-                    && peer.rejectReason <= RdmaProtocol.REJECT_REFUSED, what + ": reject reason " + peer.rejectReason);
+                    && peer.rejectReason <= RdmaProtocol.REJECT_INVALID, what + ": reject reason " + peer.rejectReason);
             assertTrue(!peer.rejectText.isBlank() && peer.rejectText.contains(reasonText),
                     what + ": reject text \"" + peer.rejectText + "\" should say \"" + reasonText + '"');
         }
@@ -175,7 +178,7 @@ class RdmaTransportHostilePeerTest {
     static Stream<Arguments> oversizedHandshakes() {
         return Stream.of(Arguments.of(16, 5), Arguments.of(16, SERVER_RECEIVE_SIZE + 1), Arguments.of(16, SIXTEEN_MIB),
                 Arguments.of(16, Integer.MAX_VALUE), Arguments.of(2, SERVER_RECEIVE_SIZE),
-                Arguments.of(65535, SERVER_RECEIVE_SIZE), Arguments.of(Integer.MAX_VALUE, SERVER_RECEIVE_SIZE));
+                Arguments.of(65535, SERVER_RECEIVE_SIZE));
     }
 
     /** 100 connects in a row that ask for 16 MiB receives: each costs what the configuration allows, none stays. */
@@ -193,8 +196,8 @@ class RdmaTransportHostilePeerTest {
         assertCleanEnd("100 connects asking for 16 MiB receives", null);
         Footprint now = Footprint.now();
         assertEquals(baseline.queuePairs, now.queuePairs, "live queue pairs after 100 connections");
-        assertTrue(now.regions <= baseline.regions, () -> "live memory regions after 100 connections: " + now
-                + ", baseline " + baseline);
+        assertTrue(now.regions - now.poolRegions <= baseline.regions - baseline.poolRegions, () -> "live memory "
+                + "regions outside the allocator's pool after 100 connections: " + now + ", baseline " + baseline);
     }
 
     private void hundredAbsurdConnects() throws Exception {
@@ -416,8 +419,15 @@ class RdmaTransportHostilePeerTest {
         }
     }
 
-    private void assertFootprintWithinConfiguration(String what) {
-        Footprint now = Footprint.now();
+    private void assertFootprintWithinConfiguration(String what) throws InterruptedException {
+        Footprint measured = Footprint.now();
+        if (measured.directMemory - baseline.directMemory > MAX_CONNECTION_FOOTPRINT) {
+            // the raw peers' own receive memory (ByteBuffer.allocateDirect) is freed by the garbage collector only
+            System.gc();
+            Thread.sleep(200);
+            measured = Footprint.now();
+        }
+        Footprint now = measured;
         assertTrue(now.directMemory - baseline.directMemory <= MAX_CONNECTION_FOOTPRINT, () -> what + ": the server "
                 + "allocated " + (now.directMemory - baseline.directMemory) + " bytes of direct memory for it (at most "
                 + MAX_CONNECTION_FOOTPRINT + " for a connection within its configuration)");
@@ -463,6 +473,7 @@ class RdmaTransportHostilePeerTest {
         final long bytesInUse = RdmaByteBufAllocator.DEFAULT.bytesInUse();
         final int buffersInUse = RdmaByteBufAllocator.DEFAULT.buffersInUse();
         final long registeredBytes = RdmaByteBufAllocator.DEFAULT.registeredBytes();
+        final int poolRegions = RdmaByteBufAllocator.DEFAULT.regionCount();
         final long directMemory = directMemory();
         final int regions;
         final long regionBytes;
@@ -486,11 +497,14 @@ class RdmaTransportHostilePeerTest {
             return new Footprint();
         }
 
-        /** In use: as before. Pooled (registered bytes, regions): not more than before (a pool may give back). */
+        /**
+         * In use: as before. Registered outside the allocator's pool (staging, the peers' memory): not more than
+         * before. The pool itself may keep a wholly free region registered per size class (its cache).
+         */
         boolean isBackTo(Footprint base) {
-            return bytesInUse == base.bytesInUse && buffersInUse == base.buffersInUse
-                    && registeredBytes <= base.registeredBytes && queuePairs == base.queuePairs
-                    && regions <= base.regions && regionBytes <= base.regionBytes;
+            return bytesInUse == base.bytesInUse && buffersInUse == base.buffersInUse && queuePairs == base.queuePairs
+                    && regions - poolRegions <= base.regions - base.poolRegions
+                    && regionBytes - registeredBytes <= base.regionBytes - base.registeredBytes;
         }
 
         private static long directMemory() {
