@@ -106,7 +106,7 @@ class RdmaTransportPipelineTest {
     // --- HTTP: HttpServerCodec + HttpObjectAggregator hold the whole body until it is complete
 
     @Test
-    @Timeout(value = 90, unit = TimeUnit.SECONDS)
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void httpPostOfOneMebibyteThroughAnAggregator() throws Exception {
         postThroughAggregator(ONE_MIB, 30_000);
     }
@@ -504,7 +504,7 @@ class RdmaTransportPipelineTest {
     // --- a handler that keeps some buffers: the rest of the message must still come
 
     @Test
-    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void handlerThatKeepsFourteenBuffersGetsTheRestOfTheMessage() throws Exception {
         int kept = 14;
         int writeSize = 1024;
