@@ -665,6 +665,10 @@ class RdmaTransportPipelineTest {
                 + " bytes more than before the stream while the server did not read (bound " + memoryBound
                 + "): something buffers without bound; " + state.get());
 
+        System.out.printf("[RdmaTransportPipelineTest] slow consumer: the client stopped at %d of %d bytes; for 3 s its "
+                + "outbound buffer held at most %d bytes, the allocator at most %d more than before%n", writtenAtStop,
+                total, maxPending, maxInUse);
+
         // 3. the server reads again: every byte arrives, once, in order
         child.get().config().setAutoRead(true);
         long received = RdmaTestSupport.awaitMoving(reader.done, progress(client, child), 120_000,
