@@ -274,6 +274,7 @@ class RdmaTransportPipelineTest {
         });
         StreamWriter writer = new StreamWriter(total, pattern, RdmaTestSupport.mixedPlan(256 << 10), 11);
         LineRecorder reply = new LineRecorder();
+        long start = System.nanoTime(); // the writer starts at channelActive
         RdmaSocketChannel client = connect(server, new ChannelInitializer<Channel>() {
             @Override
             protected void initChannel(Channel ch) {
@@ -286,7 +287,6 @@ class RdmaTransportPipelineTest {
                 + counters(child.get()) + ", server exceptions=" + serverErrors.exceptions + ", client exceptions="
                 + reply.exceptions;
 
-        long start = System.nanoTime();
         String answer = RdmaTestSupport.awaitMoving(reply.line, progress(client, child), 180_000, "the server, which "
                 + "keeps every buffer until all " + mib(total) + " are there, never had them all", state);
         System.out.printf("[RdmaTransportPipelineTest] %s retained by the server in %.2f s (%d buffers)%n", mib(total),
@@ -372,6 +372,7 @@ class RdmaTransportPipelineTest {
         });
         FrameWriter writer = new FrameWriter(pattern, frameSize, frames);
         LineRecorder reply = new LineRecorder();
+        long start = System.nanoTime(); // the writer starts at channelActive
         RdmaSocketChannel client = connect(server, new ChannelInitializer<Channel>() {
             @Override
             protected void initChannel(Channel ch) {
@@ -383,7 +384,6 @@ class RdmaTransportPipelineTest {
                 + RdmaTestSupport.pendingWriteBytes(client) + ", server child " + counters(child.get())
                 + ", server exceptions=" + serverErrors.exceptions + ", client exceptions=" + reply.exceptions;
 
-        long start = System.nanoTime();
         String answer = RdmaTestSupport.awaitMoving(reply.line, progress(client, child), 180_000, "the "
                 + "ByteToMessageDecoder (COMPOSITE_CUMULATOR) never had all " + frames + " frames of "
                 + mib(frameSize), state);
