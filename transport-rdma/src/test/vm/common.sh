@@ -15,7 +15,7 @@ vm_prepare_host() {
     { echo "$vm_script: no native library in target/classes" \
         "(apt-get install gcc libibverbs-dev librdmacm-dev, then rebuild)" >&2; exit 2; }
   if [ ! -s "$cpfile" ] || [ "$module/pom.xml" -nt "$cpfile" ]; then
-    (cd "$root" && mvn -B -q -o -pl transport-rdma dependency:build-classpath -Dmdep.includeScope=test \
+    (cd "$root" && mvn -B -q -pl transport-rdma dependency:build-classpath -Dmdep.includeScope=test \
       -Dmdep.outputFile="$cpfile") || { echo "$vm_script: mvn dependency:build-classpath failed" >&2; exit 2; }
   fi
 }

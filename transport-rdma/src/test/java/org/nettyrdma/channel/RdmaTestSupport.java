@@ -253,11 +253,13 @@ final class RdmaTestSupport {
     /**
      * Waits for {@code future} while {@code progress} (e.g. bytes received on both ends) keeps moving. Fails, with
      * {@code what} and the state, when progress has not changed for {@link #stallMillis()} ("stalled": a dead
-     * connection fails in seconds, whatever the size) or when {@code limitMillis} have passed.
+     * connection fails in seconds, whatever the size) or when {@code limitMillis} have passed (at least twice the
+     * stall time, so that a stall is told as one).
      */
     static <T> T awaitMoving(CompletableFuture<T> future, LongSupplier progress, long limitMillis, String what,
                              Supplier<String> state) throws InterruptedException {
         long stallNanos = TimeUnit.MILLISECONDS.toNanos(stallMillis());
+        long limit = Math.max(limitMillis, 2 * stallMillis());
         long start = System.nanoTime();
         long lastChange = start;
         long last = progress.getAsLong();
@@ -274,9 +276,9 @@ final class RdmaTestSupport {
                     throw new AssertionError(what + ": the connection stalled: nothing moved for " + stallMillis()
                             + " ms (progress " + p + ", " + (now - start) / 1_000_000 + " ms in); " + state.get());
                 }
-                if (now - start > TimeUnit.MILLISECONDS.toNanos(limitMillis)) {
-                    throw new AssertionError(what + ": not done within " + limitMillis + " ms, though still moving "
-                            + "(progress " + p + "); " + state.get());
+                if (now - start > TimeUnit.MILLISECONDS.toNanos(limit)) {
+                    throw new AssertionError(what + ": not done within " + limit + " ms (progress " + p
+                            + ", last moved " + (now - lastChange) / 1_000_000 + " ms before); " + state.get());
                 }
             } catch (ExecutionException e) {
                 throw new AssertionError(what + " failed; " + state.get(), e.getCause());
