@@ -1,0 +1,109 @@
+package org.nettyrdma.channel;
+
+/**
+ * The credits of one connection, both ways (docs/protocol.md, "Credits"): what this side may send into the peer's
+ * receives, and what it owes the peer for receives it posted again. Event loop only.
+ *
+ * <p>Rules kept here: DATA and FIN need two credits (the last is kept for a CREDIT message); every header carries
+ * what is owed, at most {@value RdmaProtocol#MAX_CREDITS_PER_HEADER}; a CREDIT message goes out only for owed
+ * data credits, when they reach a quarter of the receives or the peer may be out of credits; and a peer never
+ * grants more credits than the receive buffers it announced.
+ */
+final class CreditWindow {
+    private final int receiveCount;
+    /** Credits this side may spend: receives the peer has posted for it. */
+    private int sendCredits;
+    /** The receive buffers the peer announced: more credits than these it cannot honestly grant. */
+    private int peerReceiveCount = Integer.MAX_VALUE;
+    /** Receives posted again after the pipeline read a DATA message (or one was dropped), not yet announced. */
+    private int owedData;
+    /** Receives posted again at once after a CREDIT or FIN, not yet announced. */
+    private int owedCtrl;
+    private long grantedToPeer;
+    private long receivedFromPeer;
+
+    /** @param receiveCount this side's receive buffers: the credits the peer starts with */
+    CreditWindow(int receiveCount) {
+        this.receiveCount = receiveCount;
+        grantedToPeer = receiveCount;
+    }
+
+    /**
+     * The peer's handshake: it posted {@code count} receives for this side. Returns what is wrong if credits that came
+     * earlier (with data that beat the handshake) already exceed them, else {@code null}.
+     */
+    String peerReady(int count) {
+        peerReceiveCount = count;
+        sendCredits += count;
+        return sendCredits > count ? "granted " + sendCredits + " credits, more than its " + count
+                + " receive buffers" : null;
+    }
+
+    /**
+     * A message arrived granting {@code credits}; returns what is wrong if that makes more credits than the peer has
+     * receive buffers (they are not taken then), else {@code null}.
+     */
+    String onReceived(int credits) {
+        receivedFromPeer++;
+        if ((long) sendCredits + credits > peerReceiveCount) {
+            return "granted " + ((long) sendCredits + credits) + " credits, more than its " + peerReceiveCount
+                    + " receive buffers";
+        }
+        sendCredits += credits;
+        return null;
+    }
+
+    /** Whether a DATA or FIN message may be sent: it needs a credit beyond the one kept for CREDIT messages. */
+    boolean canSendData() {
+        return sendCredits >= 2;
+    }
+
+    /** Whether a CREDIT message may be sent. */
+    boolean canSendControl() {
+        return sendCredits >= 1;
+    }
+
+    /** A message was posted: it took one of the peer's receives. */
+    void spend() {
+        sendCredits--;
+    }
+
+    /** {@code n} receives were posted again for DATA (read by the pipeline, or dropped). */
+    void oweData(int n) {
+        owedData += n;
+    }
+
+    /** A receive was posted again at once after a CREDIT or FIN (or data nobody reads). */
+    void oweControl() {
+        owedCtrl++;
+    }
+
+    /** The credits for the next header: everything owed, at most what a header holds. */
+    int takeOwed() {
+        int n = Math.min(owedData + owedCtrl, RdmaProtocol.MAX_CREDITS_PER_HEADER);
+        int fromData = Math.min(n, owedData);
+        owedData -= fromData;
+        owedCtrl -= n - fromData;
+        grantedToPeer += n;
+        return n;
+    }
+
+    /**
+     * Whether a CREDIT message should go out now: data credits are owed, and they reached a quarter of the receives
+     * or the peer may be out of credits (what it was granted minus what it sent is at most 1); never for control
+     * credits alone (two idle peers would ping-pong), and only with a credit to spend.
+     */
+    boolean shouldReturnCredits() {
+        if (owedData == 0 || !canSendControl()) {
+            return false;
+        }
+        boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
+        return owedData >= Math.max(1, receiveCount / 4) || peerStarving;
+    }
+
+    @Override
+    public String toString() {
+        return "credits{send " + sendCredits + ", owed data " + owedData + ", owed control " + owedCtrl
+                + ", granted " + grantedToPeer + ", received " + receivedFromPeer + '}';
+    }
+}

@@ -1,0 +1,52 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.ChannelOutboundBuffer;
+
+import java.io.IOException;
+
+/**
+ * How a connection's bytes reach the peer once the handshake is done. Protocol v1's is {@link SendQueue}: SENDs into
+ * the peer's receives, as its credits allow; protocol v2's RDMA WRITE ring and READ rendezvous are other
+ * implementations. What arrives is the {@link ReceiveQueue}'s. Event loop only.
+ *
+ * <p>Bytes are <em>posted</em> (in a work request), then <em>settled</em> when that request completes: the
+ * connection then removes them from the channel's outbound buffer, which completes the writes.
+ */
+interface DataPath {
+
+    /**
+     * Posts what it can of the flushed messages of {@code in}, after the bytes already posted and not settled.
+     * Returns whether it stopped for lack of credits.
+     */
+    boolean send(ChannelOutboundBuffer in) throws Exception;
+
+    /** Posts what it can of the writes an orderly close took along, after those already posted. */
+    boolean send(CloseLinger linger) throws Exception;
+
+    /** Posts a header-only message (CREDIT or FIN) now; the caller checked {@link #hasRoom()} and the credits. */
+    void sendControl(int type) throws IOException;
+
+    /** Whether a work request can be posted now (the send queue has room). */
+    boolean hasRoom();
+
+    /** Send {@code slot} completed (successfully or not): the payload bytes it carried, 0 for a control message. */
+    long complete(int slot);
+
+    /** {@code bytes} that {@link #complete} reported were removed from the outbound buffer (or the close's linger). */
+    void settle(long bytes);
+
+    /**
+     * The channel closes: the bytes posted and not settled count as written. Returns them; their completions will
+     * report 0.
+     */
+    long settleAll();
+
+    /** Bytes posted and not settled. */
+    long unsettledBytes();
+
+    /** Whether no work request is in flight. */
+    boolean isIdle();
+
+    /** Frees what it holds; only when no work request can reference it (the QP is gone). */
+    void close();
+}

@@ -1,0 +1,610 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.socket.ChannelInputShutdownEvent;
+import io.netty.channel.socket.ChannelInputShutdownReadComplete;
+import io.netty.util.concurrent.Future;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.channel.RdmaProtocol.Handshake;
+import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.ConnectionParameters;
+import org.nettyrdma.verbs.DeviceAttributes;
+import org.nettyrdma.verbs.QpInitAttributes;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.WcStatus;
+
+import java.io.IOException;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The verbs side of one {@link RdmaSocketChannel}'s connection: its QP, the {@link ReceiveQueue}, the
+ * {@link DataPath} that sends, the {@link CreditWindow}, and the protocol's lifecycle (greeting, FIN, orderly close)
+ * in one bitmask. Event loop only; it outlives the channel's close until its last completion (docs/protocol.md).
+ */
+final class RdmaConnection {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
+    private static final long RECV_BIT = 1L << 31;
+    private static final int MAX_SEND_SGE = 4;
+    private static final int MAX_INLINE = 256;
+    private static final int RNR_RETRY = 3;
+    /** How long an accepted channel waits for the connecting side's greeting before it sends anyway. */
+    private static final long GREETING_WAIT_MILLIS = 250;
+
+    // the lifecycle, one bit each
+    /** Sends may be posted: at once when connecting, after the peer's first message when accepted. */
+    private static final int SEND_OPEN = 1;
+    /** A completion is removing bytes from the outbound buffer: writes wait until it is done. */
+    private static final int REMOVING = 1 << 1;
+    /** A write came while {@link #REMOVING}: flush once it is done. */
+    private static final int FLUSH_AFTER_REMOVE = 1 << 2;
+    private static final int FIN_PENDING = 1 << 3;
+    private static final int FIN_SENT = 1 << 4;
+    private static final int FIN_RECEIVED = 1 << 5;
+    /** An orderly close is under way: FIN, the last sends, then disconnect. */
+    private static final int CLOSING = 1 << 6;
+    private static final int FAILED = 1 << 7;
+    private static final int PEER_GONE = 1 << 8;
+    /** A credit message could not be posted: the connection is going down, no more credit messages. */
+    private static final int CREDITS_BROKEN = 1 << 9;
+    private static final int DESTROYED = 1 << 10;
+
+    private final RdmaSocketChannel ch;
+    private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
+    private final RdmaSocketChannelConfig config;
+    private final RdmaIoHandler handler;
+    private final RdmaIoHandler.DeviceQueues queues;
+    private final long wrIdBase;
+    private final int recvSize;
+    private final int recvCount;
+    private final int sqDepth;
+    private final int maxSge;
+    private final int maxInline;
+    private final int reservedCqEntries;
+    private final QueuePair qp;
+    private final ReceiveQueue recv;
+    private final CreditWindow credits;
+    /** Set when the peer's handshake is known. */
+    private DataPath sends;
+    /** What an orderly close still sends: flushed writes not posted when the channel closed. */
+    private CloseLinger linger;
+    private int state;
+    private Future<?> greetingWait;
+    private Future<?> closeTimeout;
+
+    /**
+     * Creates the QP on {@code id} and posts the receives; with {@code knownPeer} (accepted) the send side too. On
+     * failure it frees what it allocated, in reverse order.
+     */
+    RdmaConnection(RdmaSocketChannel ch, CmId id, RdmaIoHandler handler, int registrationId, Handshake knownPeer)
+            throws IOException {
+        this.ch = ch;
+        unsafe = (RdmaSocketChannel.RdmaSocketUnsafe) ch.unsafe();
+        config = ch.config();
+        this.handler = handler;
+        wrIdBase = (long) registrationId << 32;
+        queues = handler.deviceQueues(id.device());
+        DeviceAttributes limits = id.device().attributes();
+        recvSize = config.getRdmaReceiveBufferSize();
+        recvCount = config.getRdmaReceiveBufferCount();
+        credits = new CreditWindow(recvCount);
+        // the send queue follows this side's configuration, never the peer's handshake (RdmaProtocol.Handshake)
+        sqDepth = Math.min(limits.maxQpWr(), recvCount + 4);
+        maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
+        maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
+        reservedCqEntries = sqDepth + recvCount;
+        queues.reserve(reservedCqEntries);
+        QueuePair createdQp = null;
+        ReceiveQueue receives = null;
+        boolean ok = false;
+        try {
+            createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount,
+                    maxSge, 1, maxInline, false));
+            receives = new ReceiveQueue(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
+                    wrIdBase | RECV_BIT, new ReceiveQueue.LendLimits(ch.counters(), config.getMaxLentReceiveBytes(),
+                    handler.counters(), handler.config().getMaxLentReceiveBytes()));
+            receives.postAll();
+            qp = createdQp;
+            recv = receives;
+            if (knownPeer != null) {
+                peerReady(knownPeer);
+            }
+            ok = true;
+        } finally {
+            if (!ok) {
+                // in reverse order of creation; the receive buffers only once no receive can reference them
+                if (sends != null) {
+                    sends.close();
+                }
+                if (createdQp != null) {
+                    try {
+                        createdQp.close();
+                    } catch (VerbsException e) {
+                        logger.debug("destroying the QP of a failed connection set-up failed", e);
+                    }
+                }
+                if (receives != null) {
+                    receives.close();
+                }
+                queues.release(reservedCqEntries);
+            }
+        }
+    }
+
+    /** Where receive buffers come from: the channel's allocator if it is a registered one. */
+    private RdmaByteBufAllocator receiveMemory() {
+        ByteBufAllocator alloc = config.getAllocator();
+        return alloc instanceof RdmaByteBufAllocator ? (RdmaByteBufAllocator) alloc : RdmaByteBufAllocator.DEFAULT;
+    }
+
+    private boolean is(int bits) {
+        return (state & bits) != 0;
+    }
+
+    private void set(int bits) {
+        state |= bits;
+    }
+
+    private void clear(int bits) {
+        state &= ~bits;
+    }
+
+    boolean isFailed() {
+        return is(FAILED);
+    }
+
+    void markFailed() {
+        set(FAILED);
+    }
+
+    boolean isPeerGone() {
+        return is(PEER_GONE);
+    }
+
+    void markPeerGone() {
+        set(PEER_GONE);
+    }
+
+    boolean isClosing() {
+        return is(CLOSING);
+    }
+
+    void markClosing() {
+        set(CLOSING);
+    }
+
+    boolean isDestroyed() {
+        return is(DESTROYED);
+    }
+
+    boolean finReceived() {
+        return is(FIN_RECEIVED);
+    }
+
+    /** Whether a completion is removing bytes from the outbound buffer (a close must wait for it). */
+    boolean isRemoving() {
+        return is(REMOVING);
+    }
+
+    /** Whether this connection may still close in order: nothing failed, the peer is there. */
+    boolean canCloseGracefully() {
+        return !is(FAILED | PEER_GONE);
+    }
+
+    ConnectionParameters parameters(CmId id) {
+        int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
+        return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount), rd, rd, 7, RNR_RETRY);
+    }
+
+    /** The peer's handshake: the send side can be set up. */
+    void peerReady(Handshake p) throws IOException {
+        if (sends != null) {
+            return;
+        }
+        String violation = credits.peerReady(p.receiveBufferCount); // credits may have come with data before
+        if (violation != null) {
+            throw protocolViolation(violation);
+        }
+        // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
+        // side allocates (staging is sqDepth sends of this size)
+        sends = new SendQueue(qp, queues.pd, credits, config, ch.counters(), handler.counters(), wrIdBase, sqDepth,
+                maxSge, maxInline, Math.min(p.receiveBufferSize, recvSize));
+        // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
+        if (ch.parent() == null) {
+            set(SEND_OPEN);
+        } else {
+            greetingWait = ch.eventLoop().schedule(this::greetingLate, GREETING_WAIT_MILLIS, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    /**
+     * No greeting {@value #GREETING_WAIT_MILLIS} ms after the accept: send anyway. By then the connecting side's QP is
+     * ready; its greeting is late or lost (on soft-iWARP under load, one connection in ~500 never had its greeting
+     * delivered to the accepting side).
+     */
+    private void greetingLate() {
+        greetingWait = null;
+        if (!is(SEND_OPEN | DESTROYED)) {
+            logger.debug("{}: no greeting from the peer within {} ms, sending anyway", ch, GREETING_WAIT_MILLIS);
+            openSendSide();
+            onBatchComplete();
+        }
+    }
+
+    private void openSendSide() {
+        set(SEND_OPEN);
+        if (greetingWait != null) {
+            greetingWait.cancel(false);
+            greetingWait = null;
+        }
+    }
+
+    /**
+     * The connecting side's first message, right at ESTABLISHED: a CREDIT message (usually of 0 credits). The accepted
+     * side sends nothing before a message from the peer has arrived: iWARP (MPA) requires the initiator to send first
+     * (soft-iWARP fails the connection on the initiator's side otherwise), and on InfiniBand and RoCE it proves the
+     * initiator's QP ready to receive (rxe drops what arrives earlier, resent ~2 s later).
+     */
+    void greet() {
+        postControl(RdmaProtocol.TYPE_CREDIT);
+    }
+
+    private RdmaProtocolViolationException protocolViolation(String what) {
+        return new RdmaProtocolViolationException("protocol violation by " + ch.remoteAddress() + ": the peer "
+                + what);
+    }
+
+    /** A completion for this connection, dispatched by its work request id. */
+    void onCompletion(long wrId, int status, int byteLen) {
+        int slot = (int) (wrId & (RECV_BIT - 1));
+        if ((wrId & RECV_BIT) != 0) {
+            onRecvCompletion(slot, status, byteLen);
+        } else {
+            onSendCompletion(slot, status);
+        }
+    }
+
+    // ---- receive side ----
+
+    private void onRecvCompletion(int slot, int status, int byteLen) {
+        if (status != WcStatus.SUCCESS) {
+            if (status == WcStatus.WR_FLUSH_ERR) {
+                if (!is(CLOSING | PEER_GONE | FAILED) && !ch.isConnecting()) {
+                    // iWARP flushes the receives as soon as the peer's connection closes, before DISCONNECTED
+                    // arrives: the same thing, the data that came before is delivered first. While connecting,
+                    // ESTABLISHED (then DISCONNECTED) is still to come: the peer accepted, sent and closed before
+                    // this loop saw the connection set up; those events settle it.
+                    unsafe.onDisconnected();
+                }
+            } else {
+                unsafe.fail(new IOException("receive failed: " + WcStatus.name(status)));
+            }
+            return;
+        }
+        ch.counters().completions++;
+        if (!is(SEND_OPEN)) {
+            openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
+        }
+        ByteBuf message = recv.buffer(slot);
+        String violation = RdmaProtocol.checkHeader(message, byteLen);
+        if (violation == null) {
+            violation = credits.onReceived(RdmaProtocol.headerCredits(message));
+        }
+        if (violation != null) {
+            unsafe.fail(protocolViolation(violation));
+            return;
+        }
+        switch (RdmaProtocol.headerType(message)) {
+            case RdmaProtocol.TYPE_DATA:
+                countReceived(byteLen - RdmaProtocol.HEADER_LENGTH);
+                if (!ch.isOpen()) {
+                    credits.oweData(1); // closing: dropped, but the peer gets the credit back (its FIN may need it)
+                    repostQuietly(slot);
+                } else if (ch.inputShutdown || is(FIN_RECEIVED)) {
+                    credits.oweControl();
+                    repostQuietly(slot);
+                } else {
+                    recv.enqueue(slot, RdmaProtocol.HEADER_LENGTH, byteLen);
+                }
+                break;
+            case RdmaProtocol.TYPE_FIN:
+                set(FIN_RECEIVED);
+                credits.oweControl();
+                repostQuietly(slot);
+                recv.enqueueFin();
+                break;
+            default: // CREDIT
+                credits.oweControl();
+                repostQuietly(slot);
+                break;
+        }
+        handler.touch(unsafe);
+    }
+
+    private void countReceived(int payload) {
+        RdmaCounters c = ch.counters();
+        c.messagesReceived++;
+        c.bytesReceived += payload;
+        handler.counters().messagesReceived++;
+        handler.counters().bytesReceived += payload;
+    }
+
+    private void repostQuietly(int slot) {
+        try {
+            recv.repost(slot);
+        } catch (VerbsException e) {
+            unsafe.fail(e);
+        }
+    }
+
+    boolean hasPendingReads() {
+        return recv.hasPending();
+    }
+
+    boolean hasPendingData() {
+        return recv.hasPendingData();
+    }
+
+    boolean finAtHead() {
+        return recv.finAtHead();
+    }
+
+    /** The next buffer for the pipeline (see {@link ReceiveQueue#nextRead}); null if the connection failed. */
+    ByteBuf nextRead(RecvByteBufAllocator.Handle allocHandle) {
+        ByteBuf buf;
+        try {
+            buf = recv.nextRead(allocHandle, config.getAllocator());
+        } catch (VerbsException e) {
+            unsafe.fail(e);
+            return null;
+        }
+        credits.oweData(recv.takeReposted());
+        maybeReturnCredits();
+        return buf;
+    }
+
+    /** The FIN is next: every byte before it was delivered. */
+    void onFinReached() {
+        recv.takeFin();
+        if (!config.isAllowHalfClosure()) {
+            unsafe.close(unsafe.voidPromise());
+            return;
+        }
+        ch.inputShutdown = true;
+        ch.pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
+        ch.pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
+        if (is(PEER_GONE) || ch.outputShutdown) {
+            unsafe.close(unsafe.voidPromise());
+        }
+    }
+
+    void discardPendingReads() {
+        try {
+            recv.discardPending();
+        } catch (VerbsException e) {
+            unsafe.fail(e);
+            return;
+        }
+        credits.oweData(recv.takeReposted());
+        maybeReturnCredits();
+    }
+
+    /** The end of a batch of completions that touched this connection: read, send and close as they allow. */
+    void onBatchComplete() {
+        if (ch.isConnecting()) {
+            return; // data that beat ESTABLISHED waits for it (onEstablished comes back here)
+        }
+        if (recv.hasPending() && (unsafe.readPending || config.isAutoRead()) && ch.isOpen()) {
+            unsafe.readLoop();
+        } else if (finAtHead() && ch.isOpen()) {
+            onFinReached(); // nothing buffered before the FIN: tell the pipeline even without a read
+        }
+        if (is(DESTROYED)) {
+            return;
+        }
+        if (is(CLOSING)) {
+            postLingering();
+        }
+        if (is(FIN_PENDING)) {
+            sendFin();
+        }
+        ChannelOutboundBuffer out = unsafe.outboundBuffer();
+        if (out != null && !out.isEmpty() && ch.isActive()) {
+            unsafe.flush0();
+        }
+        maybeReturnCredits();
+        if (is(CLOSING)) {
+            maybeFinishClose();
+        }
+    }
+
+    /** A CREDIT message when the credit window says so (after its FIN the peer sends nothing: it needs none). */
+    void maybeReturnCredits() {
+        if (is(SEND_OPEN) && !is(DESTROYED | PEER_GONE | FAILED | FIN_RECEIVED | CREDITS_BROKEN)
+                && credits.shouldReturnCredits() && sends.hasRoom()) {
+            postControl(RdmaProtocol.TYPE_CREDIT);
+        }
+    }
+
+    // ---- send side ----
+
+    void write(ChannelOutboundBuffer in) throws Exception {
+        if (is(REMOVING)) {
+            set(FLUSH_AFTER_REMOVE);
+            return;
+        }
+        if (!is(SEND_OPEN) || is(CLOSING)) {
+            return;
+        }
+        sends.send(in);
+    }
+
+    /** A header-only message (FIN, CREDIT), posted at once. */
+    private void postControl(int type) {
+        try {
+            sends.sendControl(type);
+        } catch (IOException e) {
+            if (type == RdmaProtocol.TYPE_CREDIT && ch.isOpen()) {
+                // the QP left RTS: the peer is closing (iWARP tears the connection down right after its FIN, which
+                // may still be in the receive queue behind data). Its FIN or DISCONNECTED says how it ended; until
+                // then what arrived is delivered, and no credits are owed any more.
+                logger.debug("{}: credit message not posted, the connection is going down", ch, e);
+                set(CREDITS_BROKEN);
+            } else {
+                unsafe.fail(e);
+            }
+        }
+    }
+
+    /** FIN after everything posted; it waits for a credit beyond the one kept for credit messages. */
+    void sendFin() {
+        if (is(FIN_SENT | DESTROYED | PEER_GONE) || sends == null) {
+            return;
+        }
+        boolean lingerPosted = linger == null || linger.bytes() == sends.unsettledBytes();
+        if (is(SEND_OPEN) && credits.canSendData() && sends.hasRoom() && lingerPosted) {
+            clear(FIN_PENDING);
+            set(FIN_SENT);
+            postControl(RdmaProtocol.TYPE_FIN);
+        } else {
+            set(FIN_PENDING);
+        }
+    }
+
+    private void onSendCompletion(int slot, int status) {
+        long n = sends.complete(slot);
+        if (status != WcStatus.SUCCESS) {
+            if (n == 0 && is(FIN_RECEIVED)) {
+                // a CREDIT or FIN the peer no longer takes after its own FIN: it closed. What it sent before is
+                // delivered first, as on DISCONNECTED
+                unsafe.onDisconnected();
+            } else if (status != WcStatus.WR_FLUSH_ERR || !is(CLOSING | PEER_GONE | FAILED)) {
+                unsafe.writeFailed(new IOException("send failed: " + WcStatus.name(status)
+                        + (status == WcStatus.RETRY_EXC_ERR ? " (the peer does not answer: gone or unreachable)" : "")));
+            }
+            return;
+        }
+        if (n > 0) {
+            ChannelOutboundBuffer out = unsafe.outboundBuffer();
+            if (out != null) {
+                // removing completes write futures, whose listeners may write, flush or close: those wait until the
+                // bytes of this send are gone, or the bytes still in flight would be counted wrong
+                set(REMOVING);
+                try {
+                    out.removeBytes(n);
+                } finally {
+                    clear(REMOVING);
+                }
+            } else if (linger != null) {
+                linger.remove(n); // the channel closed: these were bytes its close took along
+            }
+            sends.settle(n);
+            if (is(FLUSH_AFTER_REMOVE)) {
+                clear(FLUSH_AFTER_REMOVE);
+                unsafe.flush0();
+            }
+        }
+        handler.touch(unsafe);
+    }
+
+    // ---- closing ----
+
+    /** Close: what is posted is taken as written (its futures succeed); the rest Netty fails. */
+    void settleInFlight() {
+        if (sends == null) {
+            return;
+        }
+        ChannelOutboundBuffer out = unsafe.outboundBuffer();
+        long posted = sends.settleAll();
+        if (out != null && posted > 0) {
+            out.removeBytes(posted);
+        }
+    }
+
+    /**
+     * Close: flushed writes not posted yet are copied to the connection, up to {@code SO_SNDBUF} bytes of whole writes
+     * (their futures succeed); the orderly close sends them before its FIN. Netty fails the rest.
+     */
+    void lingerFlushed(ChannelOutboundBuffer out) {
+        if (out == null || is(FIN_SENT)) {
+            return;
+        }
+        if (linger == null) {
+            linger = new CloseLinger();
+        }
+        try {
+            linger.take(out, config.getSendBufferSize(), config.getAllocator());
+        } catch (Exception e) {
+            logger.debug("{}: taking the flushed writes along at close failed", ch, e);
+        }
+    }
+
+    /** Closing: posts what the close took along ({@link #lingerFlushed}) as far as credits allow. */
+    private void postLingering() {
+        if (linger == null || !is(SEND_OPEN) || linger.bytes() == sends.unsettledBytes()) {
+            return;
+        }
+        try {
+            sends.send(linger);
+        } catch (Exception e) {
+            logger.debug("{}: sending the last writes failed; the close turns abortive", ch, e);
+            unsafe.abort();
+        }
+    }
+
+    void closeGracefully() {
+        set(CLOSING);
+        postLingering();
+        sendFin();
+        closeTimeout = ch.eventLoop().schedule(() -> {
+            if (!is(DESTROYED)) {
+                unsafe.abort();
+            }
+        }, config.getCloseTimeoutMillis(), TimeUnit.MILLISECONDS);
+        maybeFinishClose();
+    }
+
+    /** FIN sent and every send completed: disconnect (the peer has all our data). */
+    private void maybeFinishClose() {
+        if (is(FIN_SENT) && sends.isIdle() && !is(DESTROYED)) {
+            unsafe.abort();
+        }
+    }
+
+    /** Frees everything, in reverse order of creation: the QP first, so that no work request references memory. */
+    void destroy() {
+        if (is(DESTROYED)) {
+            return;
+        }
+        set(DESTROYED);
+        if (closeTimeout != null) {
+            closeTimeout.cancel(false);
+        }
+        if (greetingWait != null) {
+            greetingWait.cancel(false);
+        }
+        try {
+            qp.close();
+        } catch (VerbsException e) {
+            logger.debug("destroying the QP failed", e);
+        }
+        queues.release(reservedCqEntries);
+        recv.close(); // the QP is gone: no receive references these buffers; lent ones are the application's
+        if (sends != null) {
+            sends.close();
+        }
+        if (linger != null) {
+            linger.release();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "RdmaConnection{state=0x" + Integer.toHexString(state) + ", " + credits + ", "
+                + (sends != null ? sends.unsettledBytes() + " bytes unsettled" : "no send side yet") + '}';
+    }
+}

@@ -1,0 +1,313 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.SendFlags;
+import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.WorkRequestList;
+import org.nettyrdma.verbs.WrOpcode;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+
+/**
+ * Protocol v1's data path (docs/protocol.md, "Sending"): flushed bytes become SENDs of at most the message size, one
+ * per credit, posted in chains of at most 32. SGE 0 of each SEND is its slot of registered staging memory, holding
+ * the header and the bytes of small or unregistered buffers (copied); registered buffers of at least the zero-copy
+ * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. Each SEND
+ * is signalled; its completion settles its payload bytes. Allocates nothing per message. Event loop only.
+ */
+final class SendQueue implements DataPath {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
+    /** Work requests posted with one call at most. */
+    private static final int MAX_CHAIN = 32;
+
+    private final QueuePair qp;
+    private final ProtectionDomain pd;
+    private final CreditWindow credits;
+    private final RdmaSocketChannelConfig config;
+    private final RdmaCounters counters;
+    private final RdmaCounters loopCounters;
+    private final long wrIdBase;
+    private final int depth;
+    private final int maxSge;
+    private final int maxInline;
+    /** Bytes of a SEND at most, header included: the smaller receive buffer of both sides. */
+    private final int messageSize;
+    private final RegisteredRegion staging;
+    private final MemoryRegion stagingMr;
+    private final ByteBuffer stagingView;
+    private final WorkRequestList wrs;
+    /** Payload bytes each slot's SEND carries, settled at its completion (0: a control message). */
+    private final long[] slotBytes;
+    private final Builder builder = new Builder();
+    private int inUse;
+    private int next;
+    private long unsettledBytes;
+
+    /**
+     * A queue of {@code depth} SENDs of at most {@code messageSize} bytes on {@code qp} (work request ids
+     * {@code wrIdBase | slot}), with its staging memory registered in {@code pd}.
+     */
+    SendQueue(QueuePair qp, ProtectionDomain pd, CreditWindow credits, RdmaSocketChannelConfig config,
+              RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase, int depth, int maxSge, int maxInline,
+              int messageSize) throws VerbsException {
+        this.qp = qp;
+        this.pd = pd;
+        this.credits = credits;
+        this.config = config;
+        this.counters = counters;
+        this.loopCounters = loopCounters;
+        this.wrIdBase = wrIdBase;
+        this.depth = depth;
+        this.maxSge = maxSge;
+        this.maxInline = maxInline;
+        this.messageSize = messageSize;
+        staging = new RegisteredRegion(messageSize * depth);
+        try {
+            stagingMr = staging.memoryRegion(pd);
+        } catch (VerbsException | RuntimeException e) {
+            staging.close();
+            throw e;
+        }
+        stagingView = staging.memory().duplicate();
+        wrs = new WorkRequestList(Math.min(depth, MAX_CHAIN), maxSge);
+        slotBytes = new long[depth];
+    }
+
+    @Override
+    public boolean send(ChannelOutboundBuffer in) throws Exception {
+        if (unsettledBytes == 0) {
+            in.removeBytes(0); // drops empty buffers at the head
+        }
+        do {
+            builder.start(unsettledBytes);
+            in.forEachFlushedMessage(builder);
+            builder.finish();
+            post(builder.count);
+        } while (builder.listFull);
+        return countStall();
+    }
+
+    @Override
+    public boolean send(CloseLinger linger) throws Exception {
+        do {
+            builder.start(unsettledBytes);
+            linger.forEach(builder);
+            builder.finish();
+            post(builder.count);
+        } while (builder.listFull);
+        return countStall();
+    }
+
+    private boolean countStall() {
+        if (builder.creditStall) {
+            counters.creditStalls++;
+            loopCounters.creditStalls++;
+        }
+        return builder.creditStall;
+    }
+
+    @Override
+    public void sendControl(int type) throws IOException {
+        int slot = next;
+        int base = slot * messageSize;
+        RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
+        wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.SIGNALED | SendFlags.INLINE)
+                .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
+        post(1);
+        slotBytes[slot] = 0;
+        occupy();
+    }
+
+    private void post(int count) throws IOException {
+        if (count == 0) {
+            return;
+        }
+        int rc = qp.postSend(wrs, 0, count);
+        if (rc < 0) {
+            throw new VerbsException("ibv_post_send", -rc, "work request " + wrs.badIndex() + " of " + count);
+        }
+        counters.workRequestsPosted += count;
+        loopCounters.workRequestsPosted += count;
+    }
+
+    /** A SEND was posted in slot {@link #next}: it spent a credit and a place in the queue. */
+    private void occupy() {
+        credits.spend();
+        inUse++;
+        next = next + 1 == depth ? 0 : next + 1;
+    }
+
+    @Override
+    public boolean hasRoom() {
+        return inUse < depth;
+    }
+
+    @Override
+    public long complete(int slot) {
+        inUse--;
+        counters.completions++;
+        return slotBytes[slot];
+    }
+
+    @Override
+    public void settle(long bytes) {
+        unsettledBytes -= bytes;
+    }
+
+    @Override
+    public long settleAll() {
+        long n = unsettledBytes;
+        unsettledBytes = 0;
+        java.util.Arrays.fill(slotBytes, 0);
+        return n;
+    }
+
+    @Override
+    public long unsettledBytes() {
+        return unsettledBytes;
+    }
+
+    @Override
+    public boolean isIdle() {
+        return inUse == 0;
+    }
+
+    @Override
+    public void close() {
+        staging.close();
+    }
+
+    /** Builds SENDs from the flushed messages after the bytes already posted. Reused; allocates nothing. */
+    private final class Builder implements ChannelOutboundBuffer.MessageProcessor {
+        long skip;
+        int count;
+        boolean listFull;
+        boolean creditStall;
+        private boolean building;
+        private int slot;
+        private int payload;
+        private int copied;
+        private int sges;
+
+        void start(long alreadyPosted) {
+            skip = alreadyPosted;
+            count = 0;
+            listFull = false;
+            creditStall = false;
+            building = false;
+        }
+
+        @Override
+        public boolean processMessage(Object msg) {
+            ByteBuf buf = (ByteBuf) msg;
+            int index = buf.readerIndex();
+            int readable = buf.readableBytes();
+            if (skip >= readable) {
+                skip -= readable;
+                return true;
+            }
+            index += (int) skip;
+            readable -= (int) skip;
+            skip = 0;
+            while (readable > 0) {
+                if (!building && !begin()) {
+                    return false;
+                }
+                int room = messageSize - RdmaProtocol.HEADER_LENGTH - payload;
+                if (room == 0) {
+                    end();
+                    continue;
+                }
+                int n = Math.min(room, readable);
+                // the buffer's size decides (what was written into it), not the fragment's: the tail of a large
+                // registered buffer goes out directly too
+                RdmaByteBuf registered = buf.writerIndex() >= config.getZeroCopyThreshold() && sges < maxSge
+                        ? RdmaByteBuf.unwrap(buf) : null;
+                MemoryRegion mr = registered != null ? memoryRegion(registered) : null;
+                if (mr != null) {
+                    wrs.addSge(count, mr.address() + registered.regionOffset() + index, n, mr.lkey());
+                    sges++;
+                    counters.zeroCopyBytes += n;
+                } else if (sges == 1) {
+                    int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
+                    stagingView.limit(at + n).position(at);
+                    buf.getBytes(index, stagingView);
+                    stagingView.clear();
+                    copied += n;
+                    counters.copies++;
+                    counters.copiedBytes += n;
+                    loopCounters.copies++;
+                    loopCounters.copiedBytes += n;
+                } else {
+                    end();
+                    continue;
+                }
+                payload += n;
+                index += n;
+                readable -= n;
+            }
+            return true;
+        }
+
+        /** The buffer's registration in this connection's protection domain, or null to copy instead. */
+        private MemoryRegion memoryRegion(RdmaByteBuf registered) {
+            try {
+                return registered.region().memoryRegion(pd);
+            } catch (VerbsException e) {
+                logger.debug("cannot register a buffer's region here; copying it", e);
+                return null;
+            }
+        }
+
+        private boolean begin() {
+            if (count == wrs.capacity()) {
+                listFull = true;
+                return false;
+            }
+            if (!credits.canSendData() || inUse == depth) {
+                creditStall = !credits.canSendData();
+                return false;
+            }
+            slot = next;
+            payload = 0;
+            copied = 0;
+            sges = 1;
+            wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, SendFlags.SIGNALED)
+                    .addSge(count, stagingMr.address() + (long) slot * messageSize, RdmaProtocol.HEADER_LENGTH,
+                            stagingMr.lkey());
+            building = true;
+            return true;
+        }
+
+        private void end() {
+            int base = slot * messageSize;
+            RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_DATA, credits.takeOwed());
+            wrs.setSge(count, 0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH + copied, stagingMr.lkey());
+            if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
+                wrs.sendFlags(count, SendFlags.SIGNALED | SendFlags.INLINE);
+            }
+            slotBytes[slot] = payload;
+            unsettledBytes += payload;
+            occupy();
+            count++;
+            building = false;
+            counters.messagesSent++;
+            counters.bytesSent += payload;
+            loopCounters.messagesSent++;
+            loopCounters.bytesSent += payload;
+        }
+
+        void finish() {
+            if (building) {
+                end();
+            }
+        }
+    }
+}
