@@ -24,6 +24,9 @@ interface RdmaIoHandle extends IoHandle {
     /** The handler finished a batch in which this handle asked to be told ({@link RdmaIoHandler#touch}). */
     void onBatchComplete();
 
+    /** Something the handle's resources depend on failed (its completion queue): the channel reports it and closes. */
+    void fail(Throwable cause);
+
     @Override
     default void handle(IoRegistration registration, IoEvent ioEvent) {
         RdmaIoEvent event = (RdmaIoEvent) ioEvent;

@@ -332,12 +332,10 @@ public final class RdmaIoHandler implements IoHandler {
         logger.warn(q.users.size() + " channel(s) fail: " + cause.getMessage());
         RdmaIoHandle[] users = q.users.toArray(new RdmaIoHandle[0]);
         for (RdmaIoHandle h : users) {
-            if (h instanceof RdmaSocketChannel.RdmaSocketUnsafe) {
-                try {
-                    ((RdmaSocketChannel.RdmaSocketUnsafe) h).fail(cause);
-                } catch (Throwable t) {
-                    logger.warn("channel failed closing after its completion queue failed", t);
-                }
+            try {
+                h.fail(cause);
+            } catch (Throwable t) {
+                logger.warn("channel failed closing after its completion queue failed", t);
             }
         }
         closeDeadQueues();

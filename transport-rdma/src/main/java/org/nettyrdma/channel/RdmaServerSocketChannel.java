@@ -1,11 +1,9 @@
 package org.nettyrdma.channel;
 
-import io.netty.channel.AbstractServerChannel;
+import io.netty.channel.ChannelMetadata;
+import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.ChannelPipeline;
 import io.netty.channel.ChannelPromise;
-import io.netty.channel.EventLoop;
-import io.netty.channel.IoEventLoop;
-import io.netty.channel.IoRegistration;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.socket.ServerSocketChannel;
 import io.netty.util.internal.logging.InternalLogger;
@@ -27,19 +25,18 @@ import java.util.ArrayDeque;
  * {@link RdmaSocketChannel} read by the pipeline (the {@code ServerBootstrap} registers it on a child loop, where it
  * sets up its queue pair and accepts). Peers that don't speak the protocol are rejected with the reason.
  */
-public final class RdmaServerSocketChannel extends AbstractServerChannel implements ServerSocketChannel {
+public final class RdmaServerSocketChannel extends AbstractRdmaChannel implements ServerSocketChannel {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaServerSocketChannel.class);
+
+    private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
 
     private final RdmaServerSocketChannelConfig config = new RdmaServerSocketChannelConfig(this);
     private volatile boolean open = true;
     private volatile boolean active;
-    private volatile InetSocketAddress local;
-    private RdmaIoHandler.Registration registration;
-    private IoRegistration ioRegistration;
-    private CmId id;
     private final ArrayDeque<RdmaSocketChannel> pending = new ArrayDeque<>();
 
     public RdmaServerSocketChannel() {
+        super(null, null);
     }
 
     @Override
@@ -68,28 +65,23 @@ public final class RdmaServerSocketChannel extends AbstractServerChannel impleme
     }
 
     @Override
-    protected SocketAddress localAddress0() {
-        return local;
+    public ChannelMetadata metadata() {
+        return METADATA;
     }
 
     @Override
-    protected boolean isCompatible(EventLoop loop) {
-        return loop instanceof IoEventLoop && ((IoEventLoop) loop).isCompatible(RdmaServerUnsafe.class);
+    protected SocketAddress remoteAddress0() {
+        return null;
+    }
+
+    @Override
+    Class<? extends RdmaIoHandle> ioHandleClass() {
+        return RdmaServerUnsafe.class;
     }
 
     @Override
     protected AbstractUnsafe newUnsafe() {
         return new RdmaServerUnsafe();
-    }
-
-    @Override
-    protected void doRegister(ChannelPromise promise) {
-        RdmaIoHandler.register(eventLoop(), (RdmaServerUnsafe) unsafe(), registration != null, promise, (io, r) -> {
-            ioRegistration = io;
-            registration = r;
-            RdmaIoHandler handler = r.handler();
-            id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
-        });
     }
 
     @Override
@@ -108,16 +100,22 @@ public final class RdmaServerSocketChannel extends AbstractServerChannel impleme
         while ((child = pending.poll()) != null) {
             child.unsafe().closeForcibly();
         }
-        if (id != null) {
-            try {
-                id.close();
-            } catch (VerbsException e) {
-                logger.debug("closing the listening id failed", e);
-            }
-        }
-        if (registration != null) {
-            ioRegistration.cancel(); // through the loop's wrapper, which counts registrations
-        }
+        releaseIdAndRegistration();
+    }
+
+    @Override
+    protected void doDisconnect() {
+        throw new UnsupportedOperationException("a server channel does not disconnect");
+    }
+
+    @Override
+    protected void doWrite(ChannelOutboundBuffer in) {
+        throw new UnsupportedOperationException("a server channel does not write");
+    }
+
+    @Override
+    protected Object filterOutboundMessage(Object msg) {
+        throw new UnsupportedOperationException("a server channel does not write");
     }
 
     @Override
@@ -154,6 +152,14 @@ public final class RdmaServerSocketChannel extends AbstractServerChannel impleme
 
         @Override
         public void onBatchComplete() {
+        }
+
+        @Override
+        public void fail(Throwable cause) {
+            if (isOpen()) {
+                pipeline().fireExceptionCaught(cause);
+                close(voidPromise());
+            }
         }
 
         @Override

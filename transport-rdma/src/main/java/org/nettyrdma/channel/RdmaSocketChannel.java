@@ -1,7 +1,6 @@
 package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.channel.AbstractChannel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelMetadata;
 import io.netty.channel.ChannelOutboundBuffer;
@@ -9,8 +8,6 @@ import io.netty.channel.ChannelPipeline;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
-import io.netty.channel.IoEventLoop;
-import io.netty.channel.IoRegistration;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.util.concurrent.Future;
@@ -44,7 +41,7 @@ import java.util.concurrent.TimeUnit;
  * work completion). Buffers from {@link RdmaByteBufAllocator} are sent with no copy; others are copied once into
  * registered staging memory ({@link #counters()} counts both).
  */
-public final class RdmaSocketChannel extends AbstractChannel implements SocketChannel {
+public final class RdmaSocketChannel extends AbstractRdmaChannel implements SocketChannel {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaSocketChannel.class);
     private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
     private static final int RESOLVE_TIMEOUT_MS = 2000;
@@ -59,16 +56,11 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
     private final RdmaSocketChannelConfig config;
     private final RdmaCounters counters = new RdmaCounters();
     private volatile int state = OPEN;
-    private volatile InetSocketAddress local;
     private volatile InetSocketAddress remote;
     volatile boolean inputShutdown;
     volatile boolean outputShutdown;
 
     // all below: event loop only
-    private RdmaIoHandler handler;
-    private RdmaIoHandler.Registration registration;
-    private IoRegistration ioRegistration;
-    private CmId id;
     private Handshake peer;
     private ChannelPromise connectPromise;
     private Future<?> connectTimeout;
@@ -77,17 +69,15 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
 
     /** A client channel; connect it with a {@link io.netty.bootstrap.Bootstrap}. */
     public RdmaSocketChannel() {
-        super(null);
+        super(null, null);
         config = new RdmaSocketChannelConfig(this);
     }
 
     /** An accepted channel: its id got CONNECT_REQUEST with {@code peer}'s handshake. */
     RdmaSocketChannel(RdmaServerSocketChannel parent, CmId id, Handshake peer) {
-        super(parent);
+        super(parent, id);
         config = new RdmaSocketChannelConfig(this);
-        this.id = id;
         this.peer = peer;
-        this.local = id.localAddress();
         this.remote = id.remoteAddress();
         this.state = CONNECTING;
     }
@@ -130,11 +120,6 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
     @Override
     public InetSocketAddress remoteAddress() {
         return (InetSocketAddress) super.remoteAddress();
-    }
-
-    @Override
-    protected SocketAddress localAddress0() {
-        return local;
     }
 
     @Override
@@ -216,8 +201,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
     }
 
     @Override
-    protected boolean isCompatible(EventLoop loop) {
-        return loop instanceof IoEventLoop && ((IoEventLoop) loop).isCompatible(RdmaSocketUnsafe.class);
+    Class<? extends RdmaIoHandle> ioHandleClass() {
+        return RdmaSocketUnsafe.class;
     }
 
     @Override
@@ -226,23 +211,12 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
     }
 
     @Override
-    protected void doRegister(ChannelPromise promise) {
-        RdmaIoHandler.register(eventLoop(), (RdmaSocketUnsafe) unsafe(), registration != null, promise, (io, r) -> {
-            ioRegistration = io;
-            registration = r;
-            handler = r.handler();
-            if (id == null) {
-                id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
-            } else {
-                id.migrate(handler.cmChannel());
-                id.context(unsafe());
-            }
-            if (parent() != null && conn == null && isOpen()) {
-                // accepted: connect before the pipeline learns it is registered, so that it is active then, as
-                // an accepted TCP channel is
-                ((RdmaSocketUnsafe) unsafe()).accept();
-            }
-        });
+    void onRegistered() {
+        if (parent() != null && conn == null && isOpen()) {
+            // accepted: connect before the pipeline learns it is registered, so that it is active then, as an
+            // accepted TCP channel is
+            ((RdmaSocketUnsafe) unsafe()).accept();
+        }
     }
 
     @Override
@@ -290,11 +264,6 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         } else {
             u.abort();
         }
-    }
-
-    @Override
-    protected void doDeregister() {
-        // the registration lives until the connection's last completion (RdmaSocketUnsafe.destroy)
     }
 
     @Override
@@ -598,7 +567,8 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
         }
 
         /** A failure of the connection: the channel reports it and closes (never the loop). */
-        void fail(Throwable cause) {
+        @Override
+        public void fail(Throwable cause) {
             if (conn != null) {
                 conn.markFailed();
             }
@@ -707,17 +677,7 @@ public final class RdmaSocketChannel extends AbstractChannel implements SocketCh
             if (conn != null) {
                 conn.destroy();
             }
-            if (id != null) {
-                try {
-                    id.close();
-                } catch (VerbsException e) {
-                    logger.debug("rdma_destroy_id failed", e);
-                }
-                id = null;
-            }
-            if (registration != null) {
-                ioRegistration.cancel(); // through the loop's wrapper, which counts registrations
-            }
+            releaseIdAndRegistration();
         }
 
         @Override

@@ -1,0 +1,100 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.AbstractChannel;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.EventLoop;
+import io.netty.channel.IoEventLoop;
+import io.netty.channel.IoRegistration;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.VerbsException;
+
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+
+/**
+ * What the RDMA channels share: an RDMA CM id, and the registration with their event loop's {@link RdmaIoHandler}
+ * that delivers its CM events and completions to the channel's unsafe (an {@link RdmaIoHandle}). The registration
+ * lives until the channel's last completion, not until its deregistration.
+ */
+abstract class AbstractRdmaChannel extends AbstractChannel {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(AbstractRdmaChannel.class);
+
+    volatile InetSocketAddress local;
+    // event loop only
+    RdmaIoHandler handler;
+    RdmaIoHandler.Registration registration;
+    private IoRegistration ioRegistration;
+    CmId id;
+
+    AbstractRdmaChannel(Channel parent, CmId id) {
+        super(parent);
+        this.id = id;
+        if (id != null) {
+            local = id.localAddress();
+        }
+    }
+
+    @Override
+    protected boolean isCompatible(EventLoop loop) {
+        return loop instanceof IoEventLoop && ((IoEventLoop) loop).isCompatible(ioHandleClass());
+    }
+
+    /** The class of this channel's unsafe, which the handler drives. */
+    abstract Class<? extends RdmaIoHandle> ioHandleClass();
+
+    @Override
+    protected final void doRegister(ChannelPromise promise) {
+        RdmaIoHandler.register(eventLoop(), (RdmaIoHandle) unsafe(), registration != null, promise, (io, r) -> {
+            ioRegistration = io;
+            registration = r;
+            handler = r.handler();
+            if (id == null) {
+                id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
+            } else {
+                // an accepted id: its events came to the listener's loop until now
+                id.migrate(handler.cmChannel());
+                id.context(unsafe());
+            }
+            onRegistered();
+        });
+    }
+
+    /** Registered with the loop's handler, the CM id on its event channel (event loop). */
+    void onRegistered() {
+    }
+
+    boolean isRdmaRegistered() {
+        return registration != null;
+    }
+
+    @Override
+    protected SocketAddress localAddress0() {
+        return local;
+    }
+
+    @Override
+    protected void doDeregister() {
+        // the registration lives until the channel's last completion (releaseIdAndRegistration)
+    }
+
+    /**
+     * Destroys the CM id and ends the registration (through the loop's wrapper, which counts registrations): from here
+     * no event or completion can name this channel.
+     */
+    final void releaseIdAndRegistration() {
+        if (id != null) {
+            try {
+                id.close();
+            } catch (VerbsException e) {
+                logger.debug("rdma_destroy_id failed", e);
+            }
+            id = null;
+        }
+        if (registration != null) {
+            ioRegistration.cancel();
+        }
+    }
+}
