@@ -1,10 +1,10 @@
 package org.nettyrdma.benchmarks;
 
+import org.nettyrdma.tools.LoopbackConnection;
 import org.nettyrdma.verbs.CompletionArray;
 import org.nettyrdma.verbs.CompletionQueue;
 import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.Errno;
-import org.nettyrdma.verbs.LoopbackConnection;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.QueuePair;
 import org.nettyrdma.verbs.SendFlags;

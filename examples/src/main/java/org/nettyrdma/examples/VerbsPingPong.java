@@ -1,9 +1,9 @@
 package org.nettyrdma.examples;
 
+import org.nettyrdma.tools.LoopbackConnection;
 import org.nettyrdma.verbs.CompletionArray;
 import org.nettyrdma.verbs.CompletionQueue;
 import org.nettyrdma.verbs.Device;
-import org.nettyrdma.verbs.LoopbackConnection;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.QueuePair;
 import org.nettyrdma.verbs.SendFlags;

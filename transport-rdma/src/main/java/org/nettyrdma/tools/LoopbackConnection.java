@@ -1,4 +1,20 @@
-package org.nettyrdma.verbs;
+package org.nettyrdma.tools;
+
+import org.nettyrdma.verbs.Access;
+import org.nettyrdma.verbs.CmEvent;
+import org.nettyrdma.verbs.CmEventChannel;
+import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.CompletionQueue;
+import org.nettyrdma.verbs.ConnectionParameters;
+import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.EventWaiter;
+import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.QpInitAttributes;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.VerbsProvider;
 
 import java.io.IOException;
 import java.net.InetAddress;
@@ -12,6 +28,9 @@ import java.util.concurrent.TimeUnit;
  * A client and a server RC queue pair connected over RDMA CM on a loopback address, both driven by the calling thread
  * as one event loop would drive them. Owns every verbs object it creates and closes them in reverse order. For tools
  * that exercise a provider below the transport: the examples' verbs ping-pong and the post/poll benchmark.
+ * <p>
+ * Not part of the verbs SPI ({@code org.nettyrdma.verbs}) nor of the transport: a client of the SPI, kept in the
+ * library only because both the examples and the benchmarks use it and neither module depends on the other.
  */
 public final class LoopbackConnection implements AutoCloseable {
     private static final int CM_TIMEOUT_MS = 2000;
