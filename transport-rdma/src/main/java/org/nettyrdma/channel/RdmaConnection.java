@@ -281,7 +281,9 @@ final class RdmaConnection {
                     unsafe.onDisconnected();
                 }
             } else {
-                unsafe.fail(new IOException("receive failed: " + WcStatus.name(status)));
+                boolean length = status == WcStatus.LOC_LEN_ERR || status == WcStatus.LOC_QP_OP_ERR;
+                unsafe.fail(new IOException("receive failed: " + WcStatus.name(status) + (length ? " (a message "
+                        + "longer than the " + recvSize + "-byte receive buffers, or a broken connection)" : "")));
             }
             return;
         }

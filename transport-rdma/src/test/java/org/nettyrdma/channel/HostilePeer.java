@@ -1,5 +1,7 @@
 package org.nettyrdma.channel;
 
+import io.netty.util.internal.CleanableDirectBuffer;
+import io.netty.util.internal.PlatformDependent;
 import org.nettyrdma.verbs.Access;
 import org.nettyrdma.verbs.CmEvent;
 import org.nettyrdma.verbs.CmEventChannel;
@@ -52,6 +54,9 @@ final class HostilePeer implements AutoCloseable {
     ProtectionDomain pd;
     CompletionQueue cq;
     QueuePair qp;
+    /** Freed at close, not by the garbage collector: the server's footprint is measured in the same JVM. */
+    final CleanableDirectBuffer recvMemory = PlatformDependent.allocateDirect(RECEIVES * RECEIVE_SIZE, true);
+    final CleanableDirectBuffer sendMemory = PlatformDependent.allocateDirect(65536, true);
     MemoryRegion recvMr;
     MemoryRegion sendMr;
     int rejectReason;
@@ -74,9 +79,9 @@ final class HostilePeer implements AutoCloseable {
         pd = id.device().allocPd();
         cq = id.device().createCq(256, null);
         qp = id.createQp(pd, new QpInitAttributes(cq, cq, 64, RECEIVES, 1, 1, 0, false));
-        recvMr = pd.registerMemory(ByteBuffer.allocateDirect(RECEIVES * RECEIVE_SIZE), Access.LOCAL_WRITE);
+        recvMr = pd.registerMemory(recvMemory.buffer(), Access.LOCAL_WRITE);
         int all = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
-        sendMr = pd.registerMemory(ByteBuffer.allocateDirect(65536), all);
+        sendMr = pd.registerMemory(sendMemory.buffer(), all);
         for (int slot = 0; slot < RECEIVES; slot++) {
             postRecv(slot);
         }
@@ -237,6 +242,8 @@ final class HostilePeer implements AutoCloseable {
                 c.close();
             }
         }
+        recvMemory.clean();
+        sendMemory.clean();
     }
 
     @Override

@@ -313,6 +313,11 @@ class RdmaTransportHostilePeerTest {
         }
         honest.close().sync();
         spared.clear();
+        // its writes of every size grew the allocator's pools (slabs it keeps): they are the baseline from here
+        awaitChildrenClosed("the honest connection");
+        RdmaTestSupport.awaitCondition("registrations after the honest connection", this::registrationsBack, 10_000,
+                () -> "server loop " + RdmaTestSupport.registeredChannels(serverGroup));
+        baseline.raisePoolsTo(Footprint.now());
         String honestStream = stream;
         assertTrue(accepted.isEmpty() && honestStream.equals("intact"), () -> accepted.size()
                 + " remote accesses went through:\n  " + String.join("\n  ", accepted) + "\nthe honest stream through "
@@ -472,12 +477,12 @@ class RdmaTransportHostilePeerTest {
     private static final class Footprint {
         final long bytesInUse = RdmaByteBufAllocator.DEFAULT.bytesInUse();
         final int buffersInUse = RdmaByteBufAllocator.DEFAULT.buffersInUse();
-        final long registeredBytes = RdmaByteBufAllocator.DEFAULT.registeredBytes();
-        final int poolRegions = RdmaByteBufAllocator.DEFAULT.regionCount();
+        int poolRegions = RdmaByteBufAllocator.DEFAULT.regionCount();
         final long directMemory = directMemory();
-        final int regions;
-        final long regionBytes;
         final int queuePairs;
+        long registeredBytes = RdmaByteBufAllocator.DEFAULT.registeredBytes();
+        int regions;
+        long regionBytes;
 
         private Footprint() {
             if (RdmaTestSupport.isNative()) {
@@ -495,6 +500,14 @@ class RdmaTransportHostilePeerTest {
 
         static Footprint now() {
             return new Footprint();
+        }
+
+        /** Takes the pools' sizes of {@code later} where they grew (slabs a new size class of buffers needed). */
+        void raisePoolsTo(Footprint later) {
+            registeredBytes = Math.max(registeredBytes, later.registeredBytes);
+            regions = Math.max(regions, later.regions);
+            regionBytes = Math.max(regionBytes, later.regionBytes);
+            poolRegions = Math.max(poolRegions, later.poolRegions);
         }
 
         /**
