@@ -73,6 +73,8 @@ final class RdmaConnection {
     /** What an orderly close still sends: flushed writes not posted when the channel closed. */
     private CloseLinger linger;
     private int state;
+    /** Registered memory this connection added to its channel's and loop's counters. */
+    private long registeredBytes;
     private Future<?> greetingWait;
     private Future<?> closeTimeout;
 
@@ -100,6 +102,7 @@ final class RdmaConnection {
         queues.reserve(reservedCqEntries);
         QueuePair createdQp = null;
         ReceiveQueue receives = null;
+        boolean counted = false;
         boolean ok = false;
         try {
             createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount,
@@ -110,6 +113,8 @@ final class RdmaConnection {
             receives.postAll();
             qp = createdQp;
             recv = receives;
+            count(1, (long) recvCount * receiveMemory().slotSize(recvSize));
+            counted = true;
             if (knownPeer != null) {
                 peerReady(knownPeer);
             }
@@ -130,9 +135,23 @@ final class RdmaConnection {
                 if (receives != null) {
                     receives.close();
                 }
+                if (counted) {
+                    count(-1, -registeredBytes);
+                }
                 queues.release(reservedCqEntries);
             }
         }
+    }
+
+    /** Accounts queue pairs and registered memory in the channel's and the loop's counters. */
+    private void count(int queuePairs, long bytes) {
+        registeredBytes += bytes;
+        RdmaCounters c = ch.counters();
+        c.queuePairs += queuePairs;
+        c.registeredBytes += bytes;
+        RdmaCounters l = handler.counters();
+        l.queuePairs += queuePairs;
+        l.registeredBytes += bytes;
     }
 
     /** Where receive buffers come from: the channel's allocator if it is a registered one. */
@@ -211,8 +230,10 @@ final class RdmaConnection {
         }
         // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
         // side allocates (staging is sqDepth sends of this size)
+        int messageSize = Math.min(p.receiveBufferSize, recvSize);
         sends = new SendQueue(qp, queues.pd, credits, config, ch.counters(), handler.counters(), wrIdBase, sqDepth,
-                maxSge, maxInline, Math.min(p.receiveBufferSize, recvSize));
+                maxSge, maxInline, messageSize);
+        count(0, (long) messageSize * sqDepth);
         // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
         if (ch.parent() == null) {
             set(SEND_OPEN);
@@ -595,6 +616,7 @@ final class RdmaConnection {
             logger.debug("destroying the QP failed", e);
         }
         queues.release(reservedCqEntries);
+        count(-1, -registeredBytes);
         recv.close(); // the QP is gone: no receive references these buffers; lent ones are the application's
         if (sends != null) {
             sends.close();

@@ -21,6 +21,8 @@ public final class RdmaCounters {
     volatile long receiveCopiedBytes;
     /** Receive buffers the pipeline holds, in bytes (the application releases them on any thread). */
     final AtomicLong lentBytes = new AtomicLong();
+    volatile long registeredBytes;
+    volatile int queuePairs;
 
     /** Payload bytes handed to SENDs. */
     public long bytesSent() {
@@ -92,12 +94,45 @@ public final class RdmaCounters {
         return lentBytes.get();
     }
 
+    /**
+     * Registered memory the connection(s) hold now: send staging and the receive buffers posted or waiting to be read
+     * (lent buffers count in {@link #lentBytes()}).
+     */
+    public long registeredBytes() {
+        return registeredBytes;
+    }
+
+    /** Queue pairs (connections) alive now: 1 or 0 for a channel, its channels' for an event loop. */
+    public int queuePairs() {
+        return queuePairs;
+    }
+
+    /** Adds these counters to {@code total} (a snapshot that no event loop writes). */
+    void addTo(RdmaCounters total) {
+        total.bytesSent += bytesSent;
+        total.bytesReceived += bytesReceived;
+        total.messagesSent += messagesSent;
+        total.messagesReceived += messagesReceived;
+        total.workRequestsPosted += workRequestsPosted;
+        total.completions += completions;
+        total.copies += copies;
+        total.copiedBytes += copiedBytes;
+        total.zeroCopyBytes += zeroCopyBytes;
+        total.creditStalls += creditStalls;
+        total.receiveCopies += receiveCopies;
+        total.receiveCopiedBytes += receiveCopiedBytes;
+        total.lentBytes.addAndGet(lentBytes.get());
+        total.registeredBytes += registeredBytes;
+        total.queuePairs += queuePairs;
+    }
+
     @Override
     public String toString() {
         return "RdmaCounters{bytesSent=" + bytesSent + ", bytesReceived=" + bytesReceived + ", messagesSent="
                 + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
                 + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes
                 + ", zeroCopyBytes=" + zeroCopyBytes + ", creditStalls=" + creditStalls + ", receiveCopies=" + receiveCopies
-                + ", receiveCopiedBytes=" + receiveCopiedBytes + ", lentBytes=" + lentBytes + '}';
+                + ", receiveCopiedBytes=" + receiveCopiedBytes + ", lentBytes=" + lentBytes + ", registeredBytes="
+                + registeredBytes + ", queuePairs=" + queuePairs + '}';
     }
 }

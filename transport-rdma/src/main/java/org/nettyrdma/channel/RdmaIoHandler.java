@@ -10,6 +10,8 @@ import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.IoOps;
 import io.netty.channel.IoRegistration;
 import io.netty.util.collection.IntObjectHashMap;
+import io.netty.util.concurrent.EventExecutor;
+import io.netty.util.concurrent.EventExecutorGroup;
 import io.netty.util.concurrent.ThreadAwareExecutor;
 import io.netty.util.internal.ObjectUtil;
 import io.netty.util.internal.logging.InternalLogger;
@@ -31,6 +33,8 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 
@@ -49,6 +53,8 @@ public final class RdmaIoHandler implements IoHandler {
             AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "wakenUp");
     private static final int MAX_CM_EVENTS_PER_RUN = 64;
     private static final long LOOP_ERROR_BACKOFF_MILLIS = 1000;
+    /** Each live handler by its event loop, for {@link #counters(EventExecutorGroup)}. */
+    private static final ConcurrentMap<ThreadAwareExecutor, RdmaIoHandler> LOOPS = new ConcurrentHashMap<>();
 
     private final RdmaIoHandlerConfig config;
     private final ThreadAwareExecutor executor;
@@ -72,6 +78,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) throws VerbsException {
         this.executor = executor;
+        LOOPS.put(executor, this);
         this.config = config;
         this.resources = RdmaResources.of(config.getProvider());
         VerbsProvider provider = resources.provider();
@@ -113,6 +120,22 @@ public final class RdmaIoHandler implements IoHandler {
     /** Counters of every channel this handler has run, for users and tests. */
     public RdmaCounters counters() {
         return counters;
+    }
+
+    /**
+     * The counters of every RDMA event loop of {@code group} (a group made with {@link #newFactory}, or one of its
+     * loops), added up into a snapshot: traffic so far, and the lent, registered memory and queue pairs of now.
+     * Readable from any thread; an event loop without an {@code RdmaIoHandler} adds nothing.
+     */
+    public static RdmaCounters counters(EventExecutorGroup group) {
+        RdmaCounters total = new RdmaCounters();
+        for (EventExecutor loop : group) {
+            RdmaIoHandler handler = loop instanceof ThreadAwareExecutor ? LOOPS.get(loop) : null;
+            if (handler != null) {
+                handler.counters.addTo(total);
+            }
+        }
+        return total;
     }
 
     RdmaResources resources() {
@@ -440,6 +463,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public void destroy() {
+        LOOPS.remove(executor, this);
         for (DeviceQueues q : devices) {
             closeQuietly(q.cq);
             closeQuietly(q.channel);
