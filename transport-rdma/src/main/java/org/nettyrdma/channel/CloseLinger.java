@@ -7,44 +7,66 @@ import io.netty.channel.ChannelOutboundBuffer;
 import java.util.ArrayDeque;
 
 /**
- * What an orderly close still sends: the flushed writes that were not posted yet when the channel closed, up to
- * {@code SO_SNDBUF} bytes, as a socket's send buffer holds what the application wrote before {@code close()}. Like
- * the kernel, it copies them: the writes succeed and their buffers are released at the close; the connection sends
- * the copies, then its FIN (docs/protocol.md, "Closing"). Event loop only.
+ * What the connection still sends after the channel's output ended ({@code close()} or {@code shutdownOutput()}), as
+ * a socket's send buffer holds what the application wrote: the flushed bytes already posted, kept alive (retained, not
+ * copied: a SEND may still read them) until their completions, then the flushed writes not posted yet, copied like
+ * the kernel copies into its send buffer, up to {@code SO_SNDBUF} bytes of whole writes. The channel's writes of all
+ * these bytes succeed when they are taken; the connection sends the copies, then its FIN (docs/protocol.md,
+ * "Closing"). Its head bytes are the posted ones, so the {@link DataPath}'s count of unsettled bytes keeps applying.
+ * Event loop only.
  */
 final class CloseLinger {
     private final ArrayDeque<ByteBuf> bufs = new ArrayDeque<>();
     private long bytes;
-    private long limit;
+    // one take()
+    private long posted;
+    private long copyLimit;
     private ByteBufAllocator alloc;
 
     private final ChannelOutboundBuffer.MessageProcessor taker = msg -> {
         ByteBuf buf = (ByteBuf) msg;
+        int index = buf.readerIndex();
         int n = buf.readableBytes();
-        if (bytes + n > limit) {
+        if (posted > 0) {
+            int inFlight = (int) Math.min(n, posted);
+            bufs.add(buf.retainedSlice(index, inFlight)); // a posted SEND may still read this memory
+            bytes += inFlight;
+            posted -= inFlight;
+            index += inFlight;
+            n -= inFlight;
+        }
+        if (n == 0) {
+            return true;
+        }
+        if (n > copyLimit) {
             return false; // this write and those after it fail, as they would not fit in a socket's send buffer
         }
         ByteBuf copy = alloc.directBuffer(n);
-        copy.writeBytes(buf, buf.readerIndex(), n);
+        copy.writeBytes(buf, index, n);
         bufs.add(copy);
         bytes += n;
+        copyLimit -= n;
         return true;
     };
 
     /**
-     * Copies whole flushed writes from the head of {@code out} into buffers of {@code alloc}, as long as they add up to
-     * at most {@code maxBytes}, and removes them from {@code out}: their futures succeed. Returns the bytes taken.
+     * Takes the flushed messages of {@code out}: its first {@code postedBytes} bytes (in flight) retained, then whole
+     * writes copied into buffers of {@code alloc} while they add up to at most {@code maxCopied} bytes. Returns the
+     * bytes taken, even if it failed part-way (the caller removes them from {@code out}: their writes succeed).
      */
-    long take(ChannelOutboundBuffer out, long maxBytes, ByteBufAllocator alloc) throws Exception {
+    long take(ChannelOutboundBuffer out, long postedBytes, long maxCopied, ByteBufAllocator alloc) {
         long before = bytes;
+        posted = postedBytes;
+        copyLimit = maxCopied;
         this.alloc = alloc;
-        limit = bytes + maxBytes;
-        out.forEachFlushedMessage(taker);
-        long taken = bytes - before;
-        if (taken > 0) {
-            out.removeBytes(taken);
+        try {
+            out.forEachFlushedMessage(taker);
+        } catch (Exception | OutOfMemoryError e) {
+            // no memory for a copy: what was taken goes out, the writes not taken fail (Netty fails them at close)
+        } finally {
+            this.alloc = null;
         }
-        return taken;
+        return bytes - before;
     }
 
     /** Bytes still to send or in flight. */
@@ -78,7 +100,7 @@ final class CloseLinger {
         }
     }
 
-    /** Drops what is left (the connection ended without sending it). */
+    /** Drops what is left (the connection ended without sending it); only once no send can read it. */
     void release() {
         ByteBuf buf;
         while ((buf = bufs.poll()) != null) {

@@ -45,6 +45,9 @@ final class CreditWindow {
      */
     String onReceived(int credits) {
         receivedFromPeer++;
+        if (receivedFromPeer > grantedToPeer) {
+            return "sent " + receivedFromPeer + " messages, more than the " + grantedToPeer + " credits it was granted";
+        }
         if ((long) sendCredits + credits > peerReceiveCount) {
             return "granted " + ((long) sendCredits + credits) + " credits, more than its " + peerReceiveCount
                     + " receive buffers";

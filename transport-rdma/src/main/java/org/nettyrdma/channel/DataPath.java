@@ -20,7 +20,7 @@ interface DataPath {
      */
     boolean send(ChannelOutboundBuffer in) throws Exception;
 
-    /** Posts what it can of the writes an orderly close took along, after those already posted. */
+    /** Posts what it can of the bytes the end of output took along, after those already posted. */
     boolean send(CloseLinger linger) throws Exception;
 
     /** Posts a header-only message (CREDIT or FIN) now; the caller checked {@link #hasRoom()} and the credits. */
@@ -34,12 +34,6 @@ interface DataPath {
 
     /** {@code bytes} that {@link #complete} reported were removed from the outbound buffer (or the close's linger). */
     void settle(long bytes);
-
-    /**
-     * The channel closes: the bytes posted and not settled count as written. Returns them; their completions will
-     * report 0.
-     */
-    long settleAll();
 
     /** Bytes posted and not settled. */
     long unsettledBytes();

@@ -335,6 +335,10 @@ final class RdmaConnection {
                 }
                 break;
             case RdmaProtocol.TYPE_FIN:
+                if (is(FIN_RECEIVED)) {
+                    unsafe.fail(protocolViolation("sent a second FIN"));
+                    return;
+                }
                 set(FIN_RECEIVED);
                 credits.oweControl();
                 repostQuietly(slot);
@@ -429,7 +433,7 @@ final class RdmaConnection {
         if (is(DESTROYED)) {
             return;
         }
-        if (is(CLOSING)) {
+        if (linger != null) {
             postLingering();
         }
         if (is(FIN_PENDING)) {
@@ -536,37 +540,33 @@ final class RdmaConnection {
 
     // ---- closing ----
 
-    /** Close: what is posted is taken as written (its futures succeed); the rest Netty fails. */
-    void settleInFlight() {
-        if (sends == null) {
-            return;
-        }
-        ChannelOutboundBuffer out = unsafe.outboundBuffer();
-        long posted = sends.settleAll();
-        if (out != null && posted > 0) {
-            out.removeBytes(posted);
-        }
-    }
-
     /**
-     * Close: flushed writes not posted yet are copied to the connection, up to {@code SO_SNDBUF} bytes of whole writes
-     * (their futures succeed); the orderly close sends them before its FIN. Netty fails the rest.
+     * The channel's output ends ({@code close()}, {@code shutdownOutput()}): its flushed writes move to the connection
+     * ({@link CloseLinger}: the posted bytes kept alive, the rest copied up to {@code SO_SNDBUF} bytes of whole writes)
+     * and succeed; the connection sends them before its FIN. Netty fails what is left. Write-future listeners that run
+     * meanwhile wait ({@link #REMOVING}), as during a completion.
      */
-    void lingerFlushed(ChannelOutboundBuffer out) {
-        if (out == null || is(FIN_SENT)) {
+    void takeFlushed(ChannelOutboundBuffer out) {
+        if (out == null || sends == null || linger != null || is(FIN_SENT)) {
             return;
         }
-        if (linger == null) {
-            linger = new CloseLinger();
-        }
+        linger = new CloseLinger();
+        set(REMOVING);
         try {
-            linger.take(out, config.getSendBufferSize(), config.getAllocator());
-        } catch (Exception e) {
-            logger.debug("{}: taking the flushed writes along at close failed", ch, e);
+            long taken = linger.take(out, sends.unsettledBytes(), config.getSendBufferSize(), config.getAllocator());
+            out.removeBytes(taken);
+        } finally {
+            clear(REMOVING | FLUSH_AFTER_REMOVE); // a write now goes to Netty's closed buffer and fails there
         }
     }
 
-    /** Closing: posts what the close took along ({@link #lingerFlushed}) as far as credits allow. */
+    /** After {@code shutdownOutput()} or {@code close()}: the bytes taken along, then the FIN. */
+    void endOutput() {
+        postLingering();
+        sendFin();
+    }
+
+    /** Posts what the end of output took along ({@link #takeFlushed}) as far as credits allow. */
     private void postLingering() {
         if (linger == null || !is(SEND_OPEN) || linger.bytes() == sends.unsettledBytes()) {
             return;
@@ -581,8 +581,7 @@ final class RdmaConnection {
 
     void closeGracefully() {
         set(CLOSING);
-        postLingering();
-        sendFin();
+        endOutput();
         closeTimeout = ch.eventLoop().schedule(() -> {
             if (!is(DESTROYED)) {
                 unsafe.abort();
@@ -610,19 +609,25 @@ final class RdmaConnection {
         if (greetingWait != null) {
             greetingWait.cancel(false);
         }
+        boolean qpGone = true;
         try {
             qp.close();
         } catch (VerbsException e) {
-            logger.debug("destroying the QP failed", e);
+            // its work requests may still reference the buffers: better leak them than free them under the device
+            logger.warn("{}: destroying the QP failed; its {} bytes of registered memory are not freed", ch,
+                    registeredBytes, e);
+            qpGone = false;
         }
         queues.release(reservedCqEntries);
         count(-1, -registeredBytes);
-        recv.close(); // the QP is gone: no receive references these buffers; lent ones are the application's
-        if (sends != null) {
-            sends.close();
-        }
-        if (linger != null) {
-            linger.release();
+        if (qpGone) {
+            recv.close(); // no receive references these buffers; lent ones are the application's
+            if (sends != null) {
+                sends.close();
+            }
+            if (linger != null) {
+                linger.release();
+            }
         }
     }
 

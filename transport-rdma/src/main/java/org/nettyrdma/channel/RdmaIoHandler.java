@@ -78,7 +78,6 @@ public final class RdmaIoHandler implements IoHandler {
 
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) throws VerbsException {
         this.executor = executor;
-        LOOPS.put(executor, this);
         this.config = config;
         this.resources = RdmaResources.of(config.getProvider());
         VerbsProvider provider = resources.provider();
@@ -86,6 +85,7 @@ public final class RdmaIoHandler implements IoHandler {
         this.waiter = provider.createWaiter();
         this.cmChannel = provider.createEventChannel();
         waiter.add(cmChannel);
+        LOOPS.put(executor, this); // last: a constructor that failed leaves no entry
     }
 
     /** A factory for handlers with the default {@link RdmaIoHandlerConfig}. */
@@ -349,6 +349,7 @@ public final class RdmaIoHandler implements IoHandler {
         devices.remove(q);
         q.dead = true;
         deadQueues.add(q);
+        removeFromWaiter(q); // a dead queue's pending events must not wake the loop until it is closed
         IOException cause = new IOException("the completion queue of " + q.device.name() + " failed (ibv_poll_cq: "
                 + org.nettyrdma.verbs.Errno.describe(errno) + ")" + (errno == -org.nettyrdma.verbs.Errno.EOVERFLOW
                 ? ": it overran and lost completions" : "") + "; the connections on it are closed");
@@ -385,12 +386,18 @@ public final class RdmaIoHandler implements IoHandler {
             q.cq.ackEvents(events);
         }
         closeQuietly(q.cq);
+        if (!q.dead) {
+            removeFromWaiter(q);
+        }
+        closeQuietly(q.channel);
+    }
+
+    private void removeFromWaiter(DeviceQueues q) {
         try {
             waiter.remove(q.channel);
         } catch (VerbsException e) {
             logger.debug("removing a completion channel from the waiter failed", e);
         }
-        closeQuietly(q.channel);
     }
 
     /**

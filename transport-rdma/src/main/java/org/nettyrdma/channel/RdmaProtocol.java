@@ -116,7 +116,7 @@ final class RdmaProtocol {
                 throw new RdmaProtocolException(REJECT_VERSION,
                         "protocol version " + version + " not supported (this side speaks " + VERSION + ')');
             }
-            if (size <= HEADER_LENGTH || count < 2 || count > MAX_CREDITS_PER_HEADER) {
+            if (size <= HEADER_LENGTH || count < 4 || count > MAX_CREDITS_PER_HEADER) {
                 // (larger values than this side's are fine: it sends no larger messages and holds no more memory)
                 throw new RdmaProtocolException(REJECT_INVALID,
                         "invalid receive parameters: " + Integer.toUnsignedString(count) + " buffers of "

@@ -151,11 +151,19 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
     public ChannelFuture shutdownOutput(ChannelPromise promise) {
         EventLoop loop = eventLoop();
         if (loop.inEventLoop()) {
-            ((AbstractUnsafe) unsafe()).shutdownOutput(promise);
+            shutdownOutput0(promise);
         } else {
-            loop.execute(() -> ((AbstractUnsafe) unsafe()).shutdownOutput(promise));
+            loop.execute(() -> shutdownOutput0(promise));
         }
         return promise;
+    }
+
+    private void shutdownOutput0(ChannelPromise promise) {
+        if (isActive() && conn != null && conn.canCloseGracefully()) {
+            // over TCP the flushed bytes are in the socket and go out before the FIN: here the connection takes them
+            conn.takeFlushed(unsafe().outboundBuffer());
+        }
+        ((AbstractUnsafe) unsafe()).shutdownOutput(promise);
     }
 
     @Override
@@ -299,7 +307,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         }
         outputShutdown = true;
         if (conn != null) {
-            conn.sendFin();
+            conn.endOutput();
         }
     }
 
@@ -629,7 +637,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 allocHandle.readComplete();
                 pipeline.fireChannelReadComplete();
             }
-            if (conn != null && conn.finAtHead()) {
+            if (conn != null && conn.finAtHead() && isOpen()) {
                 conn.onFinReached();
             } else if (conn != null && conn.hasPendingData() && (readPending || config.isAutoRead())) {
                 scheduleRead();
@@ -649,11 +657,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 eventLoop().execute(() -> close(promise, cause, closeCause));
                 return;
             }
-            if (conn != null && !conn.isFailed() && !conn.isPeerGone() && config.getSoLinger() != 0) {
-                conn.settleInFlight();
-                if (isActive()) {
-                    conn.lingerFlushed(outboundBuffer());
-                }
+            if (isOpen() && isActive() && conn != null && conn.canCloseGracefully() && config.getSoLinger() != 0) {
+                conn.takeFlushed(outboundBuffer()); // once: a second close finds the channel closed
             }
             super.close(promise, cause, closeCause);
         }

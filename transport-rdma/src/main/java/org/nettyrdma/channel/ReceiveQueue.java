@@ -212,11 +212,14 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
                 || limits.loop.lentBytes.get() + bytes > limits.loopLimit) {
             return null;
         }
-        RdmaByteBuf fresh;
+        RdmaByteBuf fresh = null;
         try {
             fresh = pool.untrackedBuffer(size, size);
             fresh.region().memoryRegion(pd); // registers a new pool region here, or fails before anything changed
         } catch (VerbsException | OutOfMemoryError e) {
+            if (fresh != null) {
+                fresh.release(); // allocated, not registered (memlock limit, max_mr)
+            }
             logger.debug("no fresh receive buffer ({}); copying the received bytes instead", e.toString());
             return null;
         }

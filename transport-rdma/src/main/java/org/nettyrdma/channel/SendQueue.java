@@ -68,7 +68,12 @@ final class SendQueue implements DataPath {
         this.maxSge = maxSge;
         this.maxInline = maxInline;
         this.messageSize = messageSize;
-        staging = new RegisteredRegion(messageSize * depth);
+        long stagingBytes = (long) messageSize * depth;
+        if (stagingBytes > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("send staging of " + stagingBytes + " bytes (RECEIVE_BUFFER_SIZE "
+                    + messageSize + " x (RECEIVE_BUFFER_COUNT + 4) " + depth + ") exceeds 2 GiB: lower one of them");
+        }
+        staging = new RegisteredRegion((int) stagingBytes);
         try {
             stagingMr = staging.memoryRegion(pd);
         } catch (VerbsException | RuntimeException e) {
@@ -159,14 +164,6 @@ final class SendQueue implements DataPath {
     @Override
     public void settle(long bytes) {
         unsettledBytes -= bytes;
-    }
-
-    @Override
-    public long settleAll() {
-        long n = unsettledBytes;
-        unsettledBytes = 0;
-        java.util.Arrays.fill(slotBytes, 0);
-        return n;
     }
 
     @Override

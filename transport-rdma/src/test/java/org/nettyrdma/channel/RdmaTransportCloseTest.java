@@ -250,16 +250,28 @@ class RdmaTransportCloseTest {
             RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
                     .option(ChannelOption.SO_SNDBUF, 4 * writeSize)
                     .handler(serverErrors).connect(server.localAddress()).sync().channel();
-            List<ChannelFuture> futures = RdmaTestSupport.onLoop(client, () -> {
-                List<ChannelFuture> list = new ArrayList<>();
+            List<ChannelFuture> futures = new ArrayList<>();
+            AtomicReference<ChannelFuture> lateWrite = new AtomicReference<>();
+            AtomicReference<ByteBuf> first = new AtomicReference<>();
+            int firstRefCnt = RdmaTestSupport.onLoop(client, () -> {
                 for (int i = 0; i < writes; i++) {
-                    ByteBuf b = client.alloc().directBuffer(writeSize);
+                    ByteBuf b = client.alloc().directBuffer(writeSize); // registered: sent with no copy
                     pattern.writeTo(b, (long) i * writeSize, writeSize);
-                    list.add(client.writeAndFlush(b));
+                    if (i == 0) {
+                        first.set(b.retain()); // to watch: the close must keep it alive while a SEND reads it
+                    }
+                    futures.add(client.writeAndFlush(b));
                 }
+                // a listener that writes while the close completes the writes it took along: that write fails, and
+                // nothing is sent twice
+                futures.get(0).addListener(f -> lateWrite.set(client.writeAndFlush(client.alloc().directBuffer(8)
+                        .writeLong(-1))));
                 client.close();
-                return list;
+                client.close(); // a second close changes nothing
+                return first.get().refCnt();
             });
+            assertEquals(2, firstRefCnt, "the first write, posted and not completed at close, must stay referenced "
+                    + "(ours and the connection's) until its SEND completes");
             Supplier<String> state = () -> "reader " + reader.state() + ", client " + client.counters();
             RdmaTestSupport.awaitAll(futures, 10_000, "writes");
             int succeeded = 0;
@@ -279,6 +291,11 @@ class RdmaTransportCloseTest {
             assertTrue(reader.exceptions.isEmpty(), () -> "server exceptionCaught: " + reader.exceptions);
             assertEquals(List.of("inactive@" + expected), reader.events, state.get());
             assertTrue(serverErrors.exceptions.isEmpty(), () -> "client exceptions: " + serverErrors.exceptions);
+            assertTrue(lateWrite.get() != null && lateWrite.get().isDone() && !lateWrite.get().isSuccess(),
+                    () -> "a write during the close: " + lateWrite.get());
+            RdmaTestSupport.awaitCondition("the connection let go of the first write", () -> first.get().refCnt() == 1,
+                    10_000, state);
+            first.get().release();
         } finally {
             server.close().sync();
         }

@@ -6,6 +6,7 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
@@ -50,6 +51,39 @@ class RdmaTransportHalfCloseTest {
     @AfterEach
     void tearDown() throws InterruptedException {
         RdmaTestSupport.shutdown(clientGroup, serverGroup);
+    }
+
+    /**
+     * {@code writeAndFlush(data); shutdownOutput()} at once, the data far more than the peer's credits: as over TCP the
+     * flushed bytes go out before the FIN (the connection takes them along), and the write succeeds.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void shutdownOutputRightAfterAFlushSendsTheFlushedBytesFirst() throws Exception {
+        int size = (int) RdmaTestSupport.scaledBytes(2 << 20, 4096);
+        Pattern pattern = Pattern.standard();
+        StreamReader serverReader = new StreamReader(size, pattern);
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(ChannelOption.ALLOW_HALF_CLOSURE, true)
+                .childHandler(serverReader).bind(RdmaTestSupport.anyPort()).sync().channel();
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
+        Supplier<String> state = () -> "server " + serverReader.state() + ", client " + client.counters();
+        ChannelFuture write = RdmaTestSupport.onLoop(client, () -> {
+            ByteBuf data = client.alloc().directBuffer(size);
+            pattern.writeTo(data, 0, size);
+            ChannelFuture f = client.writeAndFlush(data);
+            client.shutdownOutput();
+            return f;
+        });
+        RdmaTestSupport.await(write, 10_000, "the write before shutdownOutput()", state);
+        assertTrue(write.isSuccess(), () -> "the write failed: " + RdmaTestSupport.describe(write.cause()));
+        RdmaTestSupport.await(serverReader.done, 10_000, "the server read every byte", state);
+        RdmaTestSupport.awaitCondition("the server's input shut down after the bytes", () -> serverReader.events
+                .contains("event:ChannelInputShutdownEvent@" + size), 10_000, () -> serverReader.events.toString());
+        assertTrue(serverReader.exceptions.isEmpty(), () -> "server exceptionCaught: " + serverReader.exceptions);
+        client.close().sync();
+        server.close().sync();
     }
 
     @Test

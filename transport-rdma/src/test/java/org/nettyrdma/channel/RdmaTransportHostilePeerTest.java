@@ -134,6 +134,7 @@ class RdmaTransportHostilePeerTest {
                 Arguments.of("receive size 4", RdmaProtocol.handshake(4, 16), "receive"),
                 Arguments.of("receive count 0", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 0), "receive"),
                 Arguments.of("receive count 1", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 1), "receive"),
+                Arguments.of("receive count 3", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 3), "receive"),
                 Arguments.of("receive count -1", RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, -1), "receive"),
                 Arguments.of("receive count MIN_VALUE",
                         RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, Integer.MIN_VALUE), "receive"),
@@ -177,7 +178,7 @@ class RdmaTransportHostilePeerTest {
 
     static Stream<Arguments> oversizedHandshakes() {
         return Stream.of(Arguments.of(16, 5), Arguments.of(16, SERVER_RECEIVE_SIZE + 1), Arguments.of(16, SIXTEEN_MIB),
-                Arguments.of(16, Integer.MAX_VALUE), Arguments.of(2, SERVER_RECEIVE_SIZE),
+                Arguments.of(16, Integer.MAX_VALUE), Arguments.of(4, SERVER_RECEIVE_SIZE),
                 Arguments.of(65535, SERVER_RECEIVE_SIZE));
     }
 
@@ -245,6 +246,25 @@ class RdmaTransportHostilePeerTest {
         misbehave("3 headers granting 0xffff credits", "(?i).*credit.*", peer -> {
             for (int i = 0; i < 3; i++) {
                 peer.sendMessage(type, RdmaProtocol.MAX_CREDITS_PER_HEADER, type == RdmaProtocol.TYPE_DATA ? 1 : 0);
+            }
+        });
+    }
+
+    /** A second FIN (FIN and CREDIT receives are posted again at once: a flood of them must not pile up). */
+    @Test
+    void secondFinFailsTheConnection() throws Exception {
+        misbehave("two FINs", "(?i).*second FIN.*", peer -> {
+            peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
+            peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
+        });
+    }
+
+    /** More messages than the credits the server granted (the server posts no more receives than it granted). */
+    @Test
+    void moreMessagesThanCreditsFailTheConnection() throws Exception {
+        misbehave("17 CREDIT messages on 16 credits", "(?i).*more than the \\d+ credits.*", peer -> {
+            for (int i = 0; i < 17; i++) {
+                peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0);
             }
         });
     }
