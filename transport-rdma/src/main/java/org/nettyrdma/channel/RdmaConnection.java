@@ -52,6 +52,8 @@ final class RdmaConnection {
     /** A credit message could not be posted: the connection is going down, no more credit messages. */
     private static final int CREDITS_BROKEN = 1 << 9;
     private static final int DESTROYED = 1 << 10;
+    /** close() waits for the sends in flight to complete before the channel closes. */
+    private static final int CLOSE_REQUESTED = 1 << 11;
 
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
@@ -207,6 +209,33 @@ final class RdmaConnection {
     /** Whether a completion is removing bytes from the outbound buffer (a close must wait for it). */
     boolean isRemoving() {
         return is(REMOVING);
+    }
+
+    boolean isCloseRequested() {
+        return is(CLOSE_REQUESTED);
+    }
+
+    /**
+     * An orderly {@code close()} with sends in flight: they read the buffers of writes that Netty would release at
+     * once, so the close waits for their completions, which settle those writes as usual ({@link #onBatchComplete}
+     * then closes the channel); meanwhile nothing more is posted and new writes fail. Past the close time-out it turns
+     * abortive. Returns whether the close waits.
+     */
+    boolean deferCloseWhileSending() {
+        if (sends == null || sends.unsettledBytes() == 0) {
+            return false;
+        }
+        if (!is(CLOSE_REQUESTED)) {
+            set(CLOSE_REQUESTED);
+            closeTimeout = ch.eventLoop().schedule(() -> {
+                if (ch.isOpen()) {
+                    logger.debug("{}: sends not completed within the close time-out; closing abortively", ch);
+                    set(FAILED);
+                    unsafe.close(unsafe.voidPromise());
+                }
+            }, config.getCloseTimeoutMillis(), TimeUnit.MILLISECONDS);
+        }
+        return true;
     }
 
     /** Whether this connection may still close in order: nothing failed, the peer is there. */
@@ -433,6 +462,10 @@ final class RdmaConnection {
         if (is(DESTROYED)) {
             return;
         }
+        if (is(CLOSE_REQUESTED) && sends.unsettledBytes() == 0 && ch.isOpen()) {
+            unsafe.close(unsafe.voidPromise()); // the close that waited for the sends in flight
+            return;
+        }
         if (linger != null) {
             postLingering();
         }
@@ -464,7 +497,7 @@ final class RdmaConnection {
             set(FLUSH_AFTER_REMOVE);
             return;
         }
-        if (!is(SEND_OPEN) || is(CLOSING)) {
+        if (!is(SEND_OPEN) || is(CLOSING | CLOSE_REQUESTED)) {
             return;
         }
         sends.send(in);
@@ -582,6 +615,9 @@ final class RdmaConnection {
     void closeGracefully() {
         set(CLOSING);
         endOutput();
+        if (closeTimeout != null) {
+            closeTimeout.cancel(false); // the wait for the sends in flight is over; a new time-out for the rest
+        }
         closeTimeout = ch.eventLoop().schedule(() -> {
             if (!is(DESTROYED)) {
                 unsafe.abort();

@@ -66,6 +66,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
     private Future<?> connectTimeout;
     private InetSocketAddress requestedRemote;
     private RdmaConnection conn;
+    /** Whether the connection was ever set up (ESTABLISHED, or accepted): only then is there something to disconnect. */
+    private boolean established;
 
     /** A client channel; connect it with a {@link io.netty.bootstrap.Bootstrap}. */
     public RdmaSocketChannel() {
@@ -284,7 +286,10 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
     }
 
     @Override
-    protected Object filterOutboundMessage(Object msg) {
+    protected Object filterOutboundMessage(Object msg) throws ClosedChannelException {
+        if (conn != null && conn.isCloseRequested()) {
+            throw new ClosedChannelException(); // close() was called: it waits for sends in flight, takes no more
+        }
         if (msg instanceof ByteBuf) {
             return msg;
         }
@@ -421,6 +426,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 conn = new RdmaConnection(RdmaSocketChannel.this, id, handler, registration.id, peer);
                 id.accept(conn.parameters(id));
                 state = ACTIVE;
+                established = true;
                 return;
             } catch (Throwable t) {
                 if (ACCEPT_FAILURES.tryWarn()) {
@@ -529,6 +535,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             local = id.localAddress();
             remote = id.remoteAddress();
             state = ACTIVE;
+            established = true;
             conn.greet();
             // as epoll does: channelActive even if a listener of the promise closes the channel (inactive follows)
             boolean promiseSet = p.trySuccess();
@@ -658,6 +665,12 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 return;
             }
             if (isOpen() && isActive() && conn != null && conn.canCloseGracefully() && config.getSoLinger() != 0) {
+                if (conn.deferCloseWhileSending()) {
+                    // sends in flight still read the writes' buffers: their completions settle those writes (the
+                    // futures succeed, the buffers are released), then the close goes on (RdmaConnection)
+                    closeFuture().addListener(f -> promise.trySuccess());
+                    return;
+                }
                 conn.takeFlushed(outboundBuffer()); // once: a second close finds the channel closed
             }
             super.close(promise, cause, closeCause);
@@ -665,7 +678,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
         /** Abortive close: disconnect now, without FIN; the peer sees a reset. */
         void abort() {
-            if (conn != null && !conn.isDestroyed() && id != null && !conn.isPeerGone()) {
+            if (conn != null && !conn.isDestroyed() && id != null && !conn.isPeerGone() && established) {
                 try {
                     conn.markClosing();
                     id.disconnect();
@@ -687,12 +700,12 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
         @Override
         public void close() {
-            // the event loop shuts down: tear down at once
-            if (isOpen()) {
-                close(voidPromise());
-            }
+            // the event loop shuts down: tear down at once (failed first, so the close waits for nothing)
             if (conn != null) {
                 conn.markFailed();
+            }
+            if (isOpen()) {
+                close(voidPromise());
             }
             destroy();
         }

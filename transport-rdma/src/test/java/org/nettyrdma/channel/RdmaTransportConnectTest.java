@@ -113,6 +113,11 @@ class RdmaTransportConnectTest {
                 + cause.getMessage());
         assertTrue(f.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the time-out");
         assertFalse(f.channel().isOpen());
+        // nothing stays behind: a connection that was never established has nothing to disconnect
+        RdmaTestSupport.awaitCondition("the timed-out channel's QP and registration released", () ->
+                RdmaIoHandler.counters(group).queuePairs() == 0 && RdmaTestSupport.registeredChannels(group) == 0,
+                5_000, () -> "loop " + RdmaIoHandler.counters(group) + ", registrations "
+                        + RdmaTestSupport.registeredChannels(group));
     }
 
     @Test
