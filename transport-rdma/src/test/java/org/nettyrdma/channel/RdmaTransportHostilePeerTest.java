@@ -2,6 +2,7 @@ package org.nettyrdma.channel;
 
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.util.internal.PlatformDependent;
 import org.junit.jupiter.api.AfterEach;
@@ -254,6 +255,9 @@ class RdmaTransportHostilePeerTest {
     @Test
     void secondFinFailsTheConnection() throws Exception {
         misbehave("two FINs", "(?i).*second FIN.*", peer -> {
+            // half-closure: the first FIN leaves the child open, so the second one meets it
+            RdmaTestSupport.awaitCondition("the child accepted", () -> !children.isEmpty(), 10_000, () -> "none");
+            children.get(0).config().setOption(ChannelOption.ALLOW_HALF_CLOSURE, true);
             peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
             peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
         });
