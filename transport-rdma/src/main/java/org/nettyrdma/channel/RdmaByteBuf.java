@@ -33,8 +33,14 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
     /** Told when a lent buffer is released. */
     interface LendHook {
         /**
-         * A buffer lent with {@code bytes} was released (its memory is back in its pool). Called on the thread that
-         * released it, which need not be the lender's.
+         * The released buffer may be taken back as it is, instead of its memory going back to its pool: if this
+         * returns true, it is alive again (reference count 1) and the hook's. Called on the releasing thread first.
+         */
+        boolean reclaim(RdmaByteBuf buf);
+
+        /**
+         * A buffer lent with {@code bytes} was released (reclaimed, or its memory back in its pool). Called on the
+         * thread that released it, which need not be the lender's.
          */
         void returned(int bytes);
     }
@@ -206,6 +212,14 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
     @Override
     protected void deallocate() {
         LendHook lendHook = this.lendHook;
+        if (lendHook != null) {
+            this.lendHook = null;
+            if (lendHook.reclaim(this)) {
+                resetRefCnt();
+                lendHook.returned(lentBytes);
+                return;
+            }
+        }
         RdmaByteBufAllocator pool = this.pool;
         RegisteredRegion region = this.region;
         RdmaByteBufAllocator.Slab slab = this.slab;
@@ -221,7 +235,6 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
         this.slab = null;
         pool.free(region, slab, slot);
         if (lendHook != null) {
-            this.lendHook = null;
             lendHook.returned(lentBytes); // after the memory is back: what a lender counts as lent is still held
         }
         recyclerHandle.recycle(this);

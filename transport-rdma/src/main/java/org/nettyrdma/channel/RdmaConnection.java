@@ -111,7 +111,7 @@ final class RdmaConnection {
                     maxSge, 1, maxInline, false));
             receives = new ReceiveQueue(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
                     wrIdBase | RECV_BIT, new ReceiveQueue.LendLimits(ch.counters(), config.getMaxLentReceiveBytes(),
-                    handler.counters(), handler.config().getMaxLentReceiveBytes()));
+                    handler.counters(), handler.config().getMaxLentReceiveBytes()), ch.eventLoop());
             receives.postAll();
             qp = createdQp;
             recv = receives;

@@ -10,7 +10,6 @@ import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.socket.SocketChannel;
-import io.netty.util.concurrent.Future;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.channel.RdmaProtocol.Handshake;
@@ -18,7 +17,6 @@ import org.nettyrdma.channel.RdmaProtocol.RdmaProtocolException;
 import org.nettyrdma.verbs.CmEvent;
 import org.nettyrdma.verbs.CmId;
 import org.nettyrdma.verbs.CompletionArray;
-import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.io.IOException;
@@ -62,9 +60,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
     // all below: event loop only
     private Handshake peer;
-    private ChannelPromise connectPromise;
-    private Future<?> connectTimeout;
-    private InetSocketAddress requestedRemote;
+    /** A client's connect under way. */
+    private PendingConnect connecting;
     private RdmaConnection conn;
     /** Whether the connection was ever set up (ESTABLISHED, or accepted): only then is there something to disconnect. */
     private boolean established;
@@ -248,14 +245,11 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         int was = state;
         state = CLOSED;
         RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
-        if (connectTimeout != null) {
-            connectTimeout.cancel(false);
-            connectTimeout = null;
-        }
-        ChannelPromise p = connectPromise;
-        if (p != null) {
-            connectPromise = null;
-            p.tryFailure(new ClosedChannelException());
+        PendingConnect c = connecting;
+        if (c != null) {
+            connecting = null;
+            c.end();
+            c.promise.tryFailure(new ClosedChannelException());
         }
         if (registration == null) {
             // never registered (e.g. closed forcibly before the acceptor registered it): refuse the connection
@@ -345,7 +339,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             if (!ensureOpen(promise)) {
                 return;
             }
-            if (connectPromise != null) {
+            if (connecting != null) {
                 promise.tryFailure(new ConnectionPendingException());
                 return;
             }
@@ -358,61 +352,44 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 promise.tryFailure(new UnresolvedAddressException());
                 return;
             }
+            PendingConnect c = new PendingConnect(promise, r);
             try {
                 if (localAddress != null) {
                     doBind(localAddress);
                 }
-                requestedRemote = r;
-                connectPromise = promise;
+                connecting = c;
                 state = CONNECTING;
                 id.resolveAddress((InetSocketAddress) localAddress, r, RESOLVE_TIMEOUT_MS);
             } catch (Throwable t) {
-                connectPromise = null;
+                connecting = null;
                 state = isOpen() ? OPEN : CLOSED;
-                promise.tryFailure(annotateConnectException(asConnectException(t), r));
+                promise.tryFailure(annotateConnectException(PendingConnect.asConnectException(t), r));
                 closeIfClosed();
                 return;
             }
             int timeoutMillis = config.getConnectTimeoutMillis();
-            if (timeoutMillis > 0) {
-                connectTimeout = eventLoop().schedule(() -> {
-                    ChannelPromise p = connectPromise;
-                    if (p != null && !p.isDone()) {
-                        failConnect(new ConnectTimeoutException("connection timed out after " + timeoutMillis
-                                + " ms: " + r));
-                    }
-                }, timeoutMillis, TimeUnit.MILLISECONDS);
-            }
+            c.scheduleTimeout(eventLoop(), timeoutMillis, () -> {
+                if (connecting == c && !c.promise.isDone()) {
+                    failConnect(new ConnectTimeoutException("connection timed out after " + timeoutMillis + " ms: "
+                            + r));
+                }
+            });
             promise.addListener(f -> {
-                if (f.isCancelled()) {
-                    if (connectTimeout != null) {
-                        connectTimeout.cancel(false);
-                    }
-                    connectPromise = null;
+                if (f.isCancelled() && connecting == c) {
+                    connecting = null;
+                    c.end();
                     close(voidPromise());
                 }
             });
         }
 
-        private Throwable asConnectException(Throwable t) {
-            if (t instanceof VerbsException) {
-                ConnectException e = new ConnectException(t.getMessage());
-                e.initCause(t);
-                return e;
-            }
-            return t;
-        }
-
         private void failConnect(Throwable cause) {
-            ChannelPromise p = connectPromise;
-            connectPromise = null;
-            if (connectTimeout != null) {
-                connectTimeout.cancel(false);
-                connectTimeout = null;
-            }
-            if (p != null) {
-                p.tryFailure(cause instanceof ConnectTimeoutException ? cause
-                        : annotateConnectException(cause, requestedRemote));
+            PendingConnect c = connecting;
+            connecting = null;
+            if (c != null) {
+                c.end();
+                c.promise.tryFailure(cause instanceof ConnectTimeoutException ? cause
+                        : annotateConnectException(cause, c.remote));
             }
             close(voidPromise());
         }
@@ -461,23 +438,12 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 case ESTABLISHED:
                     onEstablished(event);
                     break;
-                case REJECTED: {
-                    String reason = RdmaProtocol.rejectMessage(event.privateData(), event.privateDataLength());
-                    failConnect(new ConnectException(reason != null
-                            ? "connection rejected by the peer: " + reason : "Connection refused"));
-                    break;
-                }
+                case REJECTED:
                 case UNREACHABLE:
-                    failConnect(new ConnectException("no answer from the peer (RDMA CM status "
-                            + event.status() + (event.status() < 0 ? ", " + Errno.describe(event.status()) : "")
-                            + ')'));
-                    break;
                 case ADDR_ERROR:
                 case ROUTE_ERROR:
                 case CONNECT_ERROR:
-                    failConnect(new ConnectException("RDMA CM " + event.type() + ": no RDMA route to "
-                            + requestedRemote + " (status " + event.status()
-                            + (event.status() < 0 ? ", " + Errno.describe(event.status()) : "") + ')'));
+                    failConnect(PendingConnect.failure(event, connecting != null ? connecting.remote : remote));
                     break;
                 case DISCONNECTED:
                     onDisconnected();
@@ -491,25 +457,25 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         }
 
         private void onAddressResolved() {
-            if (connectPromise == null) {
+            if (connecting == null) {
                 return;
             }
             try {
                 id.resolveRoute(RESOLVE_TIMEOUT_MS);
             } catch (Throwable t) {
-                failConnect(asConnectException(t));
+                failConnect(PendingConnect.asConnectException(t));
             }
         }
 
         private void onRouteResolved() {
-            if (connectPromise == null) {
+            if (connecting == null) {
                 return;
             }
             try {
                 conn = new RdmaConnection(RdmaSocketChannel.this, id, handler, registration.id, null);
                 id.connect(conn.parameters(id));
             } catch (Throwable t) {
-                failConnect(asConnectException(t));
+                failConnect(PendingConnect.asConnectException(t));
             }
         }
 
@@ -517,8 +483,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             if (parent() != null) {
                 return; // an accepted channel is active since its accept
             }
-            ChannelPromise p = connectPromise;
-            if (conn == null || state != CONNECTING || p == null) {
+            PendingConnect c = connecting;
+            if (conn == null || state != CONNECTING || c == null) {
                 return; // the connect ended before (closed, failed or timed out)
             }
             try {
@@ -527,18 +493,15 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 failConnect(t instanceof RdmaProtocolException ? new ConnectException(t.getMessage()) : t);
                 return;
             }
-            connectPromise = null;
-            if (connectTimeout != null) {
-                connectTimeout.cancel(false);
-                connectTimeout = null;
-            }
+            connecting = null;
+            c.end();
             local = id.localAddress();
             remote = id.remoteAddress();
             state = ACTIVE;
             established = true;
             conn.greet();
             // as epoll does: channelActive even if a listener of the promise closes the channel (inactive follows)
-            boolean promiseSet = p.trySuccess();
+            boolean promiseSet = c.promise.trySuccess();
             pipeline().fireChannelActive();
             if (!promiseSet) {
                 close(voidPromise());

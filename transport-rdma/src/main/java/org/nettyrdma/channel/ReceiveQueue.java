@@ -2,6 +2,7 @@ package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.EventLoop;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
@@ -26,6 +27,8 @@ import org.nettyrdma.verbs.WorkRequestList;
 final class ReceiveQueue implements RdmaByteBuf.LendHook {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(ReceiveQueue.class);
     private static final int FIN = -1;
+    /** Released lent buffers kept to be posted again (released on the loop: no pool round trip). */
+    static final int MAX_SPARES = 8;
 
     /** The bounds of lent bytes and where they are counted: the channel's and the loop's counters. */
     static final class LendLimits {
@@ -51,6 +54,9 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
     private final WorkRequestList wrs = new WorkRequestList(1, 1);
     /** The buffer of each slot: posted, or received and not yet delivered. */
     private final RdmaByteBuf[] bufs;
+    private final EventLoop loop;
+    private final RdmaByteBuf[] spares = new RdmaByteBuf[MAX_SPARES];
+    private int spareCount;
 
     // received, not yet delivered, in order: slot, offset, end (a FIN: slot -1)
     private final int[] pendSlot;
@@ -67,8 +73,9 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
      * {@code wrIdBase | slot}); {@link #postAll()} posts them. On failure nothing stays allocated.
      */
     ReceiveQueue(QueuePair qp, ProtectionDomain pd, RdmaByteBufAllocator pool, int size, int count, long wrIdBase,
-                 LendLimits limits) {
+                 LendLimits limits, EventLoop loop) {
         this.qp = qp;
+        this.loop = loop;
         this.pd = pd;
         this.pool = pool;
         this.size = size;
@@ -214,7 +221,7 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         }
         RdmaByteBuf fresh = null;
         try {
-            fresh = pool.untrackedBuffer(size, size);
+            fresh = spareCount > 0 ? spares[--spareCount] : pool.untrackedBuffer(size, size);
             fresh.region().memoryRegion(pd); // registers a new pool region here, or fails before anything changed
         } catch (VerbsException | OutOfMemoryError e) {
             if (fresh != null) {
@@ -234,6 +241,16 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         limits.channel.lentBytes.addAndGet(bytes);
         limits.loop.lentBytes.addAndGet(bytes);
         return RdmaByteBufAllocator.trackLeaks(buf.lend(this, bytes, offset, end));
+    }
+
+    @Override
+    public boolean reclaim(RdmaByteBuf buf) {
+        // on the loop only: the spares are the loop's; a buffer the application resized goes back to the pool
+        if (!loop.inEventLoop() || closed || spareCount == MAX_SPARES || buf.capacity() != size) {
+            return false;
+        }
+        spares[spareCount++] = buf;
+        return true;
     }
 
     @Override
@@ -271,6 +288,9 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         }
         closed = true;
         pendCount = 0;
+        while (spareCount > 0) {
+            spares[--spareCount].release();
+        }
         for (int i = 0; i < bufs.length; i++) {
             if (bufs[i] != null) {
                 bufs[i].release();

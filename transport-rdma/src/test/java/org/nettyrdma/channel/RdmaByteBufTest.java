@@ -422,6 +422,16 @@ class RdmaByteBufTest {
 
     private static final class Lender implements RdmaByteBuf.LendHook {
         final List<Integer> returned = new ArrayList<>();
+        final List<RdmaByteBuf> reclaimed = new ArrayList<>();
+        boolean reclaim;
+
+        @Override
+        public boolean reclaim(RdmaByteBuf buf) {
+            if (reclaim) {
+                reclaimed.add(buf);
+            }
+            return reclaim;
+        }
 
         @Override
         public void returned(int bytes) {
@@ -451,6 +461,27 @@ class RdmaByteBufTest {
         RdmaByteBuf again = pool.untrackedBuffer(1024, 1024);
         again.release();
         assertEquals(List.of(1024), lender.returned);
+    }
+
+    @Test
+    void aReclaimedBufferStaysAliveWithItsMemoryForTheLender() {
+        RdmaByteBufAllocator pool = new RdmaByteBufAllocator();
+        Lender lender = new Lender();
+        lender.reclaim = true;
+        RdmaByteBuf buf = pool.untrackedBuffer(1024, 1024);
+        RegisteredRegion region = buf.region();
+        int offset = buf.regionOffset();
+        assertTrue(RdmaByteBufAllocator.trackLeaks(buf.lend(lender, 1024, 0, 10)).release());
+        assertEquals(List.of(buf), lender.reclaimed);
+        assertEquals(List.of(1024), lender.returned, "the lent bytes came back");
+        assertEquals(1, buf.refCnt(), "alive again, the lender's");
+        assertEquals(1, pool.buffersInUse(), "its memory stayed with it");
+        assertSame(region, buf.region());
+        assertEquals(offset, buf.regionOffset());
+        lender.reclaim = false;
+        buf.lend(lender, 1024, 0, 0);
+        assertTrue(buf.release());
+        assertEquals(0, pool.buffersInUse());
     }
 
     @Test

@@ -211,8 +211,9 @@ class RdmaTransportBackpressureTest {
         assertEquals(total, cc.bytesSent(), "client bytesSent");
         assertEquals(total, sc.bytesReceived(), "server child bytesReceived");
         assertEquals(0, RdmaTestSupport.pendingWriteBytes(client), "client outbound buffer after everything was sent");
-        RdmaTestSupport.awaitCondition("registered buffers released",
-                () -> RdmaByteBufAllocator.DEFAULT.buffersInUse() == baselineBuffers, 10_000, state);
+        // the child may keep a few released receive buffers to post again (ReceiveQueue's spares), nothing more
+        RdmaTestSupport.awaitCondition("registered buffers released", () -> RdmaByteBufAllocator.DEFAULT.buffersInUse()
+                <= baselineBuffers + ReceiveQueue.MAX_SPARES, 10_000, state);
         assertTrue(writeFailures.isEmpty(), state.get());
         assertTrue(writability.exceptions.isEmpty(), state.get());
         assertTrue(serverErrors.exceptions.isEmpty() && reader.exceptions.isEmpty(), state.get());

@@ -1,0 +1,76 @@
+package org.nettyrdma.channel;
+
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.EventLoop;
+import io.netty.util.concurrent.Future;
+import org.nettyrdma.verbs.CmEvent;
+import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.VerbsException;
+
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A client channel's connect under way (resolve the address, then the route, then connect until ESTABLISHED): its
+ * promise, its time-out, its target, and what each RDMA CM failure means for it. Event loop only.
+ */
+final class PendingConnect {
+    final ChannelPromise promise;
+    final InetSocketAddress remote;
+    private Future<?> timeout;
+
+    PendingConnect(ChannelPromise promise, InetSocketAddress remote) {
+        this.promise = promise;
+        this.remote = remote;
+    }
+
+    /** Runs {@code onTimeout} after {@code millis} (none if 0) unless the connect ended before. */
+    void scheduleTimeout(EventLoop loop, int millis, Runnable onTimeout) {
+        if (millis > 0) {
+            timeout = loop.schedule(onTimeout, millis, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    /** The connect ended (either way): no time-out any more. */
+    void end() {
+        if (timeout != null) {
+            timeout.cancel(false);
+            timeout = null;
+        }
+    }
+
+    /** A verbs failure as a {@link ConnectException}, as a socket connect reports it. */
+    static Throwable asConnectException(Throwable t) {
+        if (t instanceof VerbsException) {
+            ConnectException e = new ConnectException(t.getMessage());
+            e.initCause(t);
+            return e;
+        }
+        return t;
+    }
+
+    /** What an RDMA CM event that ends a connect to {@code remote} says; {@code null} if {@code event} ends none. */
+    static ConnectException failure(CmEvent event, InetSocketAddress remote) {
+        switch (event.type()) {
+            case REJECTED: {
+                String reason = RdmaProtocol.rejectMessage(event.privateData(), event.privateDataLength());
+                return new ConnectException(reason != null ? "connection rejected by the peer: " + reason
+                        : "Connection refused");
+            }
+            case UNREACHABLE:
+                return new ConnectException("no answer from the peer (RDMA CM status " + status(event) + ')');
+            case ADDR_ERROR:
+            case ROUTE_ERROR:
+            case CONNECT_ERROR:
+                return new ConnectException("RDMA CM " + event.type() + ": no RDMA route to " + remote + " (status "
+                        + status(event) + ')');
+            default:
+                return null;
+        }
+    }
+
+    private static String status(CmEvent event) {
+        return event.status() + (event.status() < 0 ? ", " + Errno.describe(event.status()) : "");
+    }
+}
