@@ -5,6 +5,8 @@ import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.VerbsProvider;
 import org.nettyrdma.verbs.jni.JniProvider;
 
+import java.util.Map;
+
 /**
  * Whether real RDMA is usable here: the native library loads, the kernel has RDMA, a device exists and is accessible,
  * and memory can be registered. Applications check it and pick epoll or NIO otherwise; the emulated provider
@@ -37,6 +39,14 @@ public final class Rdma {
     /** Why {@link #isAvailable()} is false, with what to do about it; null when it is true. */
     public static Throwable unavailabilityCause() {
         return UNAVAILABILITY_CAUSE;
+    }
+
+    /**
+     * Registered (pinned) memory of this process now, in bytes, by RDMA device name: every registered region of the
+     * allocators and the connections, once for each device it is registered with. Readable from any thread.
+     */
+    public static Map<String, Long> registeredBytesByDevice() {
+        return RegisteredRegion.registeredBytesByDevice();
     }
 
     public static void ensureAvailability() {

@@ -11,6 +11,10 @@ import org.nettyrdma.verbs.ProtectionDomain;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.nio.ByteBuffer;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -32,6 +36,8 @@ final class RegisteredRegion {
     static final int ACCESS = Access.LOCAL_WRITE;
 
     private static final MemoryRegion[] NO_MRS = new MemoryRegion[0];
+    /** Bytes registered in each protection domain (one per device), by every region of the process. */
+    private static final ConcurrentMap<ProtectionDomain, AtomicLong> BY_PD = new ConcurrentHashMap<>();
 
     private final CleanableDirectBuffer cleanable;
     private final ByteBuffer memory;
@@ -122,6 +128,7 @@ final class RegisteredRegion {
         if (registeredBytes != null) {
             registeredBytes.addAndGet(capacity);
         }
+        BY_PD.computeIfAbsent(pd, p -> new AtomicLong()).addAndGet(capacity);
         return mr;
     }
 
@@ -155,6 +162,7 @@ final class RegisteredRegion {
         if (registeredBytes != null) {
             registeredBytes.addAndGet(-capacity);
         }
+        BY_PD.get(pd).addAndGet(-capacity);
         victim.close();
         return true;
     }
@@ -181,6 +189,7 @@ final class RegisteredRegion {
             if (registeredBytes != null) {
                 registeredBytes.addAndGet(-capacity);
             }
+            BY_PD.get(mr.pd()).addAndGet(-capacity);
             try {
                 mr.close();
             } catch (VerbsException e) {
@@ -190,6 +199,13 @@ final class RegisteredRegion {
         if (cleanable != null) {
             cleanable.clean();
         }
+    }
+
+    /** Bytes registered now, by the name of the device whose protection domain holds them. */
+    static Map<String, Long> registeredBytesByDevice() {
+        Map<String, Long> bytes = new TreeMap<>();
+        BY_PD.forEach((pd, n) -> bytes.merge(pd.device().name(), n.get(), Long::sum));
+        return bytes;
     }
 
     @Override

@@ -23,6 +23,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * What an operator reads: a channel's and its event loops' counters of queue pairs, registered memory, lent receive
@@ -104,6 +105,10 @@ class RdmaTransportCountersTest {
             long registered = client.counters().registeredBytes();
             // 16 receives of 16 KiB and 20 staging slots of 16 KiB by default
             assertEquals(16 * 16384 + 20 * 16384, registered, () -> "client " + client.counters());
+            // the process's registered memory by device: at least both connections' (plus the allocator's regions)
+            long allDevices = Rdma.registeredBytesByDevice().values().stream().mapToLong(Long::longValue).sum();
+            assertTrue(allDevices >= 2 * registered, () -> "registered by device: " + Rdma.registeredBytesByDevice()
+                    + ", less than both connections' " + 2 * registered);
 
             for (int i = 0; i < MESSAGES; i++) {
                 client.writeAndFlush(client.alloc().directBuffer(MESSAGE).writeZero(MESSAGE));
