@@ -353,7 +353,7 @@ final class RdmaConnection {
         switch (RdmaProtocol.headerType(message)) {
             case RdmaProtocol.TYPE_DATA:
                 countReceived(byteLen - RdmaProtocol.HEADER_LENGTH);
-                if (!ch.isOpen()) {
+                if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
                     credits.oweData(1); // closing: dropped, but the peer gets the credit back (its FIN may need it)
                     repostQuietly(slot);
                 } else if (ch.inputShutdown || is(FIN_RECEIVED)) {

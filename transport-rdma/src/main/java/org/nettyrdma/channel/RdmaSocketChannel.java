@@ -584,8 +584,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             if (conn == null || !isActive() && !(conn.finReceived() && isOpen())) {
                 return;
             }
-            if (!readPending && !config.isAutoRead()) {
-                return;
+            if (!readPending && !config.isAutoRead() || conn.isCloseRequested()) {
+                return; // (after close() nothing is read, even while the close waits for sends in flight)
             }
             ChannelPipeline pipeline = pipeline();
             RecvByteBufAllocator.Handle allocHandle = recvBufAllocHandle();
@@ -628,6 +628,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 return;
             }
             if (isOpen() && isActive() && conn != null && conn.canCloseGracefully() && config.getSoLinger() != 0) {
+                // nothing more is read: what arrived is dropped and its credits go back, so the peer is not stalled
+                conn.discardPendingReads();
                 if (conn.deferCloseWhileSending()) {
                     // sends in flight still read the writes' buffers: their completions settle those writes (the
                     // futures succeed, the buffers are released), then the close goes on (RdmaConnection)

@@ -301,6 +301,61 @@ class RdmaTransportCloseTest {
         }
     }
 
+    /**
+     * After {@code close()} the pipeline reads nothing, as over TCP, even while the close waits for sends in flight (an
+     * echo server keeps answering the writes meanwhile).
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void nothingIsReadAfterClose() throws Exception {
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ctx.writeAndFlush(msg); // echo
+                            }
+                        });
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            java.util.concurrent.atomic.AtomicBoolean closed = new java.util.concurrent.atomic.AtomicBoolean();
+            AtomicInteger readsAfterClose = new AtomicInteger();
+            AtomicInteger readsBefore = new AtomicInteger();
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .handler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            ((ByteBuf) msg).release();
+                            (closed.get() ? readsAfterClose : readsBefore).incrementAndGet();
+                        }
+                    }).connect(server.localAddress()).sync().channel();
+            for (int round = 0; round < 20; round++) {
+                RdmaTestSupport.onLoop(client, () -> {
+                    for (int i = 0; i < 8; i++) {
+                        client.writeAndFlush(client.alloc().directBuffer(4000).writeZero(4000));
+                    }
+                    return null;
+                });
+                Thread.sleep(2);
+            }
+            RdmaTestSupport.onLoop(client, () -> {
+                client.writeAndFlush(client.alloc().directBuffer(4000).writeZero(4000));
+                closed.set(true);
+                client.close();
+                return null;
+            });
+            RdmaTestSupport.await(client.closeFuture(), 10_000, "client closed", client::toString);
+            Thread.sleep(100); // anything still on its way would have arrived
+            assertTrue(readsBefore.get() > 0, "the echo never answered");
+            assertEquals(0, readsAfterClose.get(), "channelRead after close()");
+        } finally {
+            server.close().sync();
+        }
+    }
+
     @Test
     @Timeout(value = 30, unit = TimeUnit.SECONDS)
     void closeTakesFlushedWritesUpToTheSendBufferAndFailsTheRest() throws Exception {
