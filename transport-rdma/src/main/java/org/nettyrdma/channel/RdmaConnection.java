@@ -1,7 +1,6 @@
 package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
@@ -12,9 +11,6 @@ import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.channel.RdmaProtocol.Handshake;
 import org.nettyrdma.verbs.CmId;
 import org.nettyrdma.verbs.ConnectionParameters;
-import org.nettyrdma.verbs.DeviceAttributes;
-import org.nettyrdma.verbs.QpInitAttributes;
-import org.nettyrdma.verbs.QueuePair;
 import org.nettyrdma.verbs.VerbsException;
 import org.nettyrdma.verbs.WcStatus;
 
@@ -28,10 +24,6 @@ import java.util.concurrent.TimeUnit;
  */
 final class RdmaConnection {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
-    private static final long RECV_BIT = 1L << 31;
-    private static final int MAX_SEND_SGE = 4;
-    private static final int MAX_INLINE = 256;
-    private static final int RNR_RETRY = 3;
     /** How long an accepted channel waits for the connecting side's greeting before it sends anyway. */
     private static final long GREETING_WAIT_MILLIS = 250;
 
@@ -59,24 +51,14 @@ final class RdmaConnection {
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
     private final RdmaSocketChannelConfig config;
     private final RdmaIoHandler handler;
-    private final RdmaIoHandler.DeviceQueues queues;
-    private final long wrIdBase;
-    private final int recvSize;
-    private final int recvCount;
-    private final int sqDepth;
-    private final int maxSge;
-    private final int maxInline;
-    private final int reservedCqEntries;
-    private final QueuePair qp;
+    private final ConnectionResources res;
     private final ReceiveQueue recv;
     private final CreditWindow credits;
     /** Set when the peer's handshake is known. */
     private DataPath sends;
-    /** What an orderly close still sends: flushed writes not posted when the channel closed. */
+    /** What the end of output still sends: flushed writes not posted when the channel closed. */
     private CloseLinger linger;
     private int state;
-    /** Registered memory this connection added to its channel's and loop's counters. */
-    private long registeredBytes;
     private Future<?> greetingWait;
     private Future<?> closeTimeout;
 
@@ -90,76 +72,20 @@ final class RdmaConnection {
         unsafe = (RdmaSocketChannel.RdmaSocketUnsafe) ch.unsafe();
         config = ch.config();
         this.handler = handler;
-        wrIdBase = (long) registrationId << 32;
-        queues = handler.deviceQueues(id.device());
-        DeviceAttributes limits = id.device().attributes();
-        recvSize = config.getRdmaReceiveBufferSize();
-        recvCount = config.getRdmaReceiveBufferCount();
-        credits = new CreditWindow(recvCount);
-        // the send queue follows this side's configuration, never the peer's handshake (RdmaProtocol.Handshake)
-        sqDepth = Math.min(limits.maxQpWr(), recvCount + 4);
-        maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
-        maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
-        reservedCqEntries = sqDepth + recvCount;
-        queues.reserve(reservedCqEntries);
-        QueuePair createdQp = null;
-        ReceiveQueue receives = null;
-        boolean counted = false;
-        boolean ok = false;
-        try {
-            createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount,
-                    maxSge, 1, maxInline, false));
-            receives = new ReceiveQueue(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
-                    wrIdBase | RECV_BIT, new ReceiveQueue.LendLimits(ch.counters(), config.getMaxLentReceiveBytes(),
-                    handler.counters(), handler.config().getMaxLentReceiveBytes()), ch.eventLoop());
-            receives.postAll();
-            qp = createdQp;
-            recv = receives;
-            count(1, (long) recvCount * receiveMemory().slotSize(recvSize));
-            counted = true;
-            if (knownPeer != null) {
+        res = new ConnectionResources(ch, id, handler, registrationId);
+        recv = res.recv;
+        credits = new CreditWindow(res.recvCount);
+        if (knownPeer != null) {
+            boolean ok = false;
+            try {
                 peerReady(knownPeer);
-            }
-            ok = true;
-        } finally {
-            if (!ok) {
-                // in reverse order of creation; the receive buffers only once no receive can reference them
-                if (sends != null) {
-                    sends.close();
+                ok = true;
+            } finally {
+                if (!ok) {
+                    res.destroy();
                 }
-                if (createdQp != null) {
-                    try {
-                        createdQp.close();
-                    } catch (VerbsException e) {
-                        logger.debug("destroying the QP of a failed connection set-up failed", e);
-                    }
-                }
-                if (receives != null) {
-                    receives.close();
-                }
-                if (counted) {
-                    count(-1, -registeredBytes);
-                }
-                queues.release(reservedCqEntries);
             }
         }
-    }
-
-    /** Accounts queue pairs and registered memory in the channel's and the loop's counters. */
-    private void count(int queuePairs, long bytes) {
-        registeredBytes += bytes;
-        RdmaCounters c = ch.counters();
-        c.queuePairs += queuePairs;
-        c.registeredBytes += bytes;
-        RdmaCounters l = handler.counters();
-        l.queuePairs += queuePairs;
-        l.registeredBytes += bytes;
-    }
-
-    /** Where receive buffers come from: the channel's allocator if it is a registered one. */
-    private RdmaByteBufAllocator receiveMemory() {
-        ByteBufAllocator alloc = config.getAllocator();
-        return alloc instanceof RdmaByteBufAllocator ? (RdmaByteBufAllocator) alloc : RdmaByteBufAllocator.DEFAULT;
     }
 
     private boolean is(int bits) {
@@ -244,8 +170,7 @@ final class RdmaConnection {
     }
 
     ConnectionParameters parameters(CmId id) {
-        int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
-        return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount), rd, rd, 7, RNR_RETRY);
+        return res.parameters(id);
     }
 
     /** The peer's handshake: the send side can be set up. */
@@ -259,10 +184,7 @@ final class RdmaConnection {
         }
         // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
         // side allocates (staging is sqDepth sends of this size)
-        int messageSize = Math.min(p.receiveBufferSize, recvSize);
-        sends = new SendQueue(qp, queues.pd, credits, config, ch.counters(), handler.counters(), wrIdBase, sqDepth,
-                maxSge, maxInline, messageSize);
-        count(0, (long) messageSize * sqDepth);
+        sends = res.openSendQueue(credits, Math.min(p.receiveBufferSize, res.recvSize));
         // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
         if (ch.parent() == null) {
             set(SEND_OPEN);
@@ -310,8 +232,8 @@ final class RdmaConnection {
 
     /** A completion for this connection, dispatched by its work request id. */
     void onCompletion(long wrId, int status, int byteLen) {
-        int slot = (int) (wrId & (RECV_BIT - 1));
-        if ((wrId & RECV_BIT) != 0) {
+        int slot = (int) (wrId & (ConnectionResources.RECV_BIT - 1));
+        if ((wrId & ConnectionResources.RECV_BIT) != 0) {
             onRecvCompletion(slot, status, byteLen);
         } else {
             onSendCompletion(slot, status);
@@ -333,7 +255,7 @@ final class RdmaConnection {
             } else {
                 boolean length = status == WcStatus.LOC_LEN_ERR || status == WcStatus.LOC_QP_OP_ERR;
                 unsafe.fail(new IOException("receive failed: " + WcStatus.name(status) + (length ? " (a message "
-                        + "longer than the " + recvSize + "-byte receive buffers, or a broken connection)" : "")));
+                        + "longer than the " + res.recvSize + "-byte receive buffers, or a broken connection)" : "")));
             }
             return;
         }
@@ -645,25 +567,8 @@ final class RdmaConnection {
         if (greetingWait != null) {
             greetingWait.cancel(false);
         }
-        boolean qpGone = true;
-        try {
-            qp.close();
-        } catch (VerbsException e) {
-            // its work requests may still reference the buffers: better leak them than free them under the device
-            logger.warn("{}: destroying the QP failed; its {} bytes of registered memory are not freed", ch,
-                    registeredBytes, e);
-            qpGone = false;
-        }
-        queues.release(reservedCqEntries);
-        count(-1, -registeredBytes);
-        if (qpGone) {
-            recv.close(); // no receive references these buffers; lent ones are the application's
-            if (sends != null) {
-                sends.close();
-            }
-            if (linger != null) {
-                linger.release();
-            }
+        if (res.destroy() && linger != null) {
+            linger.release(); // its bytes in flight are no longer read: the QP is gone
         }
     }
 

@@ -1,0 +1,145 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import org.nettyrdma.verbs.CmId;
+import org.nettyrdma.verbs.ConnectionParameters;
+import org.nettyrdma.verbs.DeviceAttributes;
+import org.nettyrdma.verbs.QpInitAttributes;
+import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.VerbsException;
+
+/**
+ * The native resources of one connection, with one owner: its entries reserved in the loop's completion queue, its QP,
+ * its receive queue and, once the peer's handshake is known, its send queue; created in that order and destroyed in
+ * reverse, the memory only once no work request can reference it. Accounted in the channel's and the loop's
+ * {@link RdmaCounters} (queue pairs, registered bytes). The protocol that runs over them is {@link RdmaConnection}'s.
+ * Event loop only.
+ */
+final class ConnectionResources {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(ConnectionResources.class);
+    /** Set in the work request id of a receive; the low bits are the slot, the high 32 the registration id. */
+    static final long RECV_BIT = 1L << 31;
+    private static final int MAX_SEND_SGE = 4;
+    private static final int MAX_INLINE = 256;
+    private static final int RNR_RETRY = 3;
+
+    final QueuePair qp;
+    final ReceiveQueue recv;
+    /** Set by {@link #openSendQueue}. */
+    SendQueue sends;
+    final int recvSize;
+    final int recvCount;
+    private final RdmaSocketChannel ch;
+    private final RdmaSocketChannelConfig config;
+    private final RdmaIoHandler handler;
+    private final RdmaIoHandler.DeviceQueues queues;
+    private final long wrIdBase;
+    private final int sqDepth;
+    private final int maxSge;
+    private final int maxInline;
+    private final int reservedCqEntries;
+    /** Registered memory this connection added to the counters. */
+    private long registeredBytes;
+
+    /** Creates the QP on {@code id} and posts the receives. On failure it frees what it allocated, in reverse order. */
+    ConnectionResources(RdmaSocketChannel ch, CmId id, RdmaIoHandler handler, int registrationId)
+            throws VerbsException {
+        this.ch = ch;
+        this.handler = handler;
+        config = ch.config();
+        wrIdBase = (long) registrationId << 32;
+        queues = handler.deviceQueues(id.device());
+        DeviceAttributes limits = id.device().attributes();
+        recvSize = config.getRdmaReceiveBufferSize();
+        recvCount = config.getRdmaReceiveBufferCount();
+        // the send queue follows this side's configuration, never the peer's handshake (RdmaProtocol.Handshake)
+        sqDepth = Math.min(limits.maxQpWr(), recvCount + 4);
+        maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
+        maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
+        reservedCqEntries = sqDepth + recvCount;
+        queues.reserve(reservedCqEntries);
+        QueuePair createdQp = null;
+        ReceiveQueue receives = null;
+        boolean ok = false;
+        try {
+            createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount, maxSge,
+                    1, maxInline, false));
+            receives = new ReceiveQueue(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
+                    wrIdBase | RECV_BIT, new ReceiveQueue.LendLimits(ch.counters(), config.getMaxLentReceiveBytes(),
+                    handler.counters(), handler.config().getMaxLentReceiveBytes()), ch.eventLoop());
+            receives.postAll();
+            ok = true;
+        } finally {
+            if (!ok) {
+                // in reverse order; the receive buffers only once no receive can reference them
+                if (createdQp != null && closeQp(createdQp) && receives != null) {
+                    receives.close();
+                }
+                queues.release(reservedCqEntries);
+            }
+        }
+        qp = createdQp;
+        recv = receives;
+        count(1, (long) recvCount * receiveMemory().slotSize(recvSize));
+    }
+
+    /** Where receive buffers come from: the channel's allocator if it is a registered one. */
+    private RdmaByteBufAllocator receiveMemory() {
+        ByteBufAllocator alloc = config.getAllocator();
+        return alloc instanceof RdmaByteBufAllocator ? (RdmaByteBufAllocator) alloc : RdmaByteBufAllocator.DEFAULT;
+    }
+
+    /** What this side asks of RDMA CM for the connection, its handshake included. */
+    ConnectionParameters parameters(CmId id) {
+        int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
+        return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount), rd, rd, 7, RNR_RETRY);
+    }
+
+    /** The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known). */
+    SendQueue openSendQueue(CreditWindow credits, int messageSize) throws VerbsException {
+        sends = new SendQueue(qp, queues.pd, credits, config, ch.counters(), handler.counters(), wrIdBase, sqDepth,
+                maxSge, maxInline, messageSize);
+        count(0, (long) messageSize * sqDepth);
+        return sends;
+    }
+
+    private void count(int queuePairs, long bytes) {
+        registeredBytes += bytes;
+        RdmaCounters c = ch.counters();
+        c.queuePairs += queuePairs;
+        c.registeredBytes += bytes;
+        RdmaCounters l = handler.counters();
+        l.queuePairs += queuePairs;
+        l.registeredBytes += bytes;
+    }
+
+    private boolean closeQp(QueuePair qp) {
+        try {
+            qp.close();
+            return true;
+        } catch (VerbsException e) {
+            // its work requests may still reference the buffers: better leak them than free them under the device
+            logger.warn("{}: destroying the QP failed; its registered memory is not freed", ch, e);
+            return false;
+        }
+    }
+
+    /**
+     * Destroys the QP, gives back the completion queue entries, then frees the memory (not if the QP could not be
+     * destroyed: a work request may still reference it). Returns whether the memory was freed.
+     */
+    boolean destroy() {
+        boolean qpGone = closeQp(qp);
+        queues.release(reservedCqEntries);
+        count(-1, -registeredBytes);
+        if (qpGone) {
+            recv.close(); // no receive references these buffers; lent ones are the application's
+            if (sends != null) {
+                sends.close();
+            }
+        }
+        return qpGone;
+    }
+}
