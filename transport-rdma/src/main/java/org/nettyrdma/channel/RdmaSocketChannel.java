@@ -614,7 +614,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             }
         }
 
-        /** Overridden only to be callable from {@link Connection} (posts what the pipeline flushed). */
+        /** Overridden only to be callable from {@link RdmaConnection} (posts what the pipeline flushed). */
         @Override
         protected void flush0() {
             super.flush0();
