@@ -50,7 +50,7 @@ final class ConnectionResources {
         this.handler = handler;
         config = ch.config();
         wrIdBase = (long) registrationId << 32;
-        queues = handler.deviceQueues(id.device());
+        queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe());
         DeviceAttributes limits = id.device().attributes();
         recvSize = config.getRdmaReceiveBufferSize();
         recvCount = config.getRdmaReceiveBufferCount();

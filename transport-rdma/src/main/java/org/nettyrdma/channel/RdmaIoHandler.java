@@ -71,8 +71,6 @@ public final class RdmaIoHandler implements IoHandler {
     private int nextId = 1;
     private volatile int wakenUp;
     private final RdmaCounters counters = new RdmaCounters();
-    /** The handle whose event or registration is being handled: {@link #deviceQueues} records it as a user. */
-    private RdmaIoHandle handling;
     /** Queues whose completion queue failed: closed once the last QP on them is gone. */
     private final List<DeviceQueues> deadQueues = new ArrayList<>();
 
@@ -253,13 +251,7 @@ public final class RdmaIoHandler implements IoHandler {
         RdmaIoHandle handle = (RdmaIoHandle) context;
         try {
             if (handle.inEventLoop()) {
-                RdmaIoHandle previous = handling;
-                handling = handle;
-                try {
-                    handle.onCmEvent(event);
-                } finally {
-                    handling = previous;
-                }
+                handle.onCmEvent(event);
             } else {
                 // an incoming id still reports here until its channel migrates it to its own loop
                 CmEvent copy = new CmEvent();
@@ -301,17 +293,11 @@ public final class RdmaIoHandler implements IoHandler {
                 return;
             }
             IoRegistration ioRegistration = (IoRegistration) f.getNow();
-            Registration registration = ioRegistration.attachment();
-            RdmaIoHandler handler = registration.handler();
-            RdmaIoHandle previous = handler.handling;
-            handler.handling = handle;
             try {
-                then.run(ioRegistration, registration);
+                then.run(ioRegistration, ioRegistration.attachment());
             } catch (Throwable t) {
                 promise.setFailure(t);
                 return;
-            } finally {
-                handler.handling = previous;
             }
             promise.setSuccess();
         });
@@ -413,11 +399,14 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
-    /** The completion queue and protection domain this handler uses on {@code device}, created on first use. */
-    DeviceQueues deviceQueues(Device device) throws VerbsException {
+    /**
+     * The completion queue and protection domain this handler uses on {@code device}, created on first use;
+     * {@code user}, whose QP will use them, is failed if the completion queue fails.
+     */
+    DeviceQueues deviceQueues(Device device, RdmaIoHandle user) throws VerbsException {
         for (int i = 0; i < devices.size(); i++) {
             if (devices.get(i).device == device) {
-                return devices.get(i).usedBy(handling);
+                return devices.get(i).usedBy(user);
             }
         }
         ProtectionDomain pd = resources.pd(device);
@@ -433,7 +422,7 @@ public final class RdmaIoHandler implements IoHandler {
         }
         DeviceQueues q = new DeviceQueues(this, device, pd, channel, cq, size);
         devices.add(q);
-        return q.usedBy(handling);
+        return q.usedBy(user);
     }
 
     @Override
@@ -534,11 +523,11 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
-    /** Per device: the shared protection domain, and this handler's completion channel and queue. */
     RdmaIoHandlerConfig config() {
         return config;
     }
 
+    /** Per device: the shared protection domain, and this handler's completion channel and queue. */
     static final class DeviceQueues {
         final RdmaIoHandler handler;
         final Device device;

@@ -63,7 +63,7 @@ class RdmaIoHandlerTest {
             RdmaIoHandler handler = clientHandlers.get(0);
             Device device = handler.resources().provider().devices().stream()
                     .filter(d -> d.name().equals("emu0")).findFirst().orElseThrow();
-            RdmaIoHandler.DeviceQueues dead = RdmaTestSupport.onLoop(a.channel, () -> handler.deviceQueues(device));
+            RdmaIoHandler.DeviceQueues dead = RdmaTestSupport.onLoop(a.channel, () -> handler.deviceQueues(device, null));
             handler.resources().provider().faults().overrunCompletionQueue(dead.cq);
             a.channel.eventLoop().execute(() -> { }); // wakes the loop, which polls the queue
 
@@ -82,7 +82,7 @@ class RdmaIoHandlerTest {
             Client c = Client.connect(clientGroup, address);
             assertTrue(c.channel.eventLoop() == a.channel.eventLoop());
             c.echo("c after");
-            assertNotSame(dead, RdmaTestSupport.onLoop(c.channel, () -> handler.deviceQueues(device)));
+            assertNotSame(dead, RdmaTestSupport.onLoop(c.channel, () -> handler.deviceQueues(device, null)));
             c.channel.close().sync();
 
             Thread.sleep(300); // a loop that spun on the dead queue would have logged it many times by now
