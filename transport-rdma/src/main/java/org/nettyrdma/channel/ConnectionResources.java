@@ -113,6 +113,8 @@ final class ConnectionResources {
         RdmaCounters l = handler.counters();
         l.queuePairs += queuePairs;
         l.registeredBytes += bytes;
+        c.publish();
+        l.publish();
     }
 
     private boolean closeQp(QueuePair qp) {

@@ -323,6 +323,7 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         touchedCount = 0;
+        counters.publish();
     }
 
     /**

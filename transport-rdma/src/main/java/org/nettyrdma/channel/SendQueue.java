@@ -21,14 +21,20 @@ import java.nio.channels.WritableByteChannel;
  * Protocol v1's data path (docs/protocol.md, "Sending"): flushed bytes become SENDs of at most the message size, one
  * per credit, posted in chains of at most 32. SGE 0 of each SEND is its slot of registered staging memory, holding
  * the header and the bytes of small or unregistered buffers (copied); registered buffers of at least the zero-copy
- * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. Each SEND
- * is signalled; its completion settles its payload bytes. A {@link FileRegion}'s bytes are copied into staging by its
- * {@code transferTo}. Allocates nothing per message. Event loop only.
+ * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. The last
+ * SEND of a chain is signalled, and one in {@link #SIGNAL_EVERY}; a completion settles the payload bytes of its SEND
+ * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}. Allocates
+ * nothing per message. Event loop only.
  */
 final class SendQueue implements DataPath {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
     /** Work requests posted with one call at most. */
     private static final int MAX_CHAIN = 32;
+    /**
+     * One SEND in this many asks for a completion, and always the last of a chain; a completion retires the SENDs
+     * before it too (a send queue completes in order). docs/performance.md has the measurements that chose it.
+     */
+    static final int SIGNAL_EVERY = Integer.getInteger("org.nettyrdma.signalEvery", 1);
 
     private final QueuePair qp;
     private final ProtectionDomain pd;
@@ -53,6 +59,11 @@ final class SendQueue implements DataPath {
     private final StagingWriter stagingWriter = new StagingWriter();
     private int inUse;
     private int next;
+    /** The oldest slot not retired: completions retire slots from here, in order. */
+    private int oldest;
+    /** SENDs posted since the last signalled one. */
+    private int unsignalled;
+    private boolean waitsForRoom;
     private long unsettledBytes;
 
     /**
@@ -104,7 +115,13 @@ final class SendQueue implements DataPath {
                 postBuilt(); // a FileRegion that failed part-way: the sends built before it go out
             }
         } while (builder.listFull);
+        waitsForRoom = builder.outOfRoom;
         return countStall();
+    }
+
+    @Override
+    public boolean waitsForRoom() {
+        return waitsForRoom;
     }
 
     @Override
@@ -138,7 +155,7 @@ final class SendQueue implements DataPath {
         int slot = next;
         int base = slot * messageSize;
         RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
-        wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.SIGNALED | SendFlags.INLINE)
+        wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.INLINE)
                 .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
         post(1);
         slotBytes[slot] = 0;
@@ -148,6 +165,12 @@ final class SendQueue implements DataPath {
     private void post(int count) throws IOException {
         if (count == 0) {
             return;
+        }
+        for (int i = 0; i < count; i++) {
+            if (++unsignalled >= SIGNAL_EVERY || i == count - 1) {
+                wrs.sendFlags(i, wrs.sendFlags(i) | SendFlags.SIGNALED);
+                unsignalled = 0;
+            }
         }
         int rc = qp.postSend(wrs, 0, count);
         if (rc < 0) {
@@ -170,10 +193,23 @@ final class SendQueue implements DataPath {
     }
 
     @Override
+    public boolean isControl(int slot) {
+        return slotBytes[slot] == 0;
+    }
+
+    @Override
     public long complete(int slot) {
-        inUse--;
         counters.completions++;
-        return slotBytes[slot];
+        long bytes = 0;
+        for (;;) {
+            int retired = oldest;
+            bytes += slotBytes[retired];
+            inUse--;
+            oldest = retired + 1 == depth ? 0 : retired + 1;
+            if (retired == slot) {
+                return bytes;
+            }
+        }
     }
 
     @Override
@@ -202,6 +238,8 @@ final class SendQueue implements DataPath {
         int count;
         boolean listFull;
         boolean creditStall;
+        /** A SEND could not begin: no credit or no send-queue slot. */
+        boolean outOfRoom;
         private boolean building;
         private int slot;
         private int payload;
@@ -215,6 +253,7 @@ final class SendQueue implements DataPath {
             count = 0;
             listFull = false;
             creditStall = false;
+            outOfRoom = false;
             building = false;
         }
 
@@ -344,6 +383,7 @@ final class SendQueue implements DataPath {
             }
             if (!credits.canSendData() || inUse == depth) {
                 creditStall = !credits.canSendData();
+                outOfRoom = true;
                 return false;
             }
             slot = next;
@@ -351,7 +391,7 @@ final class SendQueue implements DataPath {
             settles = 0;
             copied = 0;
             sges = 1;
-            wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, SendFlags.SIGNALED)
+            wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, 0)
                     .addSge(count, stagingMr.address() + (long) slot * messageSize, RdmaProtocol.HEADER_LENGTH,
                             stagingMr.lkey());
             building = true;
@@ -363,7 +403,7 @@ final class SendQueue implements DataPath {
             RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_DATA, credits.takeOwed());
             wrs.setSge(count, 0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH + copied, stagingMr.lkey());
             if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
-                wrs.sendFlags(count, SendFlags.SIGNALED | SendFlags.INLINE);
+                wrs.sendFlags(count, SendFlags.INLINE);
             }
             slotBytes[slot] = settles;
             unsettledBytes += settles;
