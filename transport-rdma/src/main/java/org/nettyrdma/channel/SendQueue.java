@@ -53,8 +53,10 @@ final class SendQueue implements DataPath {
     private final MemoryRegion stagingMr;
     private final ByteBuffer stagingView;
     private final WorkRequestList wrs;
-    /** Payload bytes each slot's SEND carries, settled at its completion (0: a control message). */
+    /** Bytes of the flushed messages each slot's SEND settles at its completion. */
     private final long[] slotBytes;
+    /** Whether each slot's SEND is a control message (CREDIT, FIN). */
+    private final boolean[] slotControl;
     private final Builder builder = new Builder();
     private final StagingWriter stagingWriter = new StagingWriter();
     private int inUse;
@@ -100,6 +102,7 @@ final class SendQueue implements DataPath {
         stagingView = staging.memory().duplicate();
         wrs = new WorkRequestList(Math.min(depth, MAX_CHAIN), maxSge);
         slotBytes = new long[depth];
+        slotControl = new boolean[depth];
     }
 
     @Override
@@ -159,6 +162,7 @@ final class SendQueue implements DataPath {
                 .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
         post(1);
         slotBytes[slot] = 0;
+        slotControl[slot] = true;
         occupy();
     }
 
@@ -194,7 +198,7 @@ final class SendQueue implements DataPath {
 
     @Override
     public boolean isControl(int slot) {
-        return slotBytes[slot] == 0;
+        return slotControl[slot];
     }
 
     @Override
@@ -336,31 +340,31 @@ final class SendQueue implements DataPath {
                     continue;
                 }
                 int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
-                stagingView.limit(at + (int) Math.min(room, count - position)).position(at);
+                stagingView.limit(at + room).position(at);
                 int n;
                 long advanced;
                 try {
                     region.transferTo(stagingWriter, position);
                 } finally {
-                    // what reached staging is sent, also when transferTo failed part-way; the region's progress is
-                    // what its transferred() says, as every Netty transport takes it
+                    // what reached staging is sent, also when transferTo failed part-way. The region's progress is
+                    // what its transferred() says, as every Netty transport takes it: a region may write more bytes
+                    // than it counts (framing, encryption) and count a chunk only once all of it is written
                     n = stagingView.position() - at;
-                    advanced = region.transferred() - position;
+                    advanced = Math.max(0, region.transferred() - position);
                     stagingView.clear();
-                    if (n > 0 && advanced > 0) {
-                        copied += n;
-                        payload += n;
-                        settles += advanced;
+                    copied += n;
+                    payload += n;
+                    settles += advanced;
+                    if (n > 0) {
                         counters.copies++;
                         counters.copiedBytes += n;
                         loopCounters.copies++;
                         loopCounters.copiedBytes += n;
                     }
                 }
-                if (n == 0 || advanced <= 0) {
+                if (n == 0 && advanced == 0) {
                     throw new IOException("FileRegion " + region.getClass().getName() + " made no progress at "
-                            + position + " of " + count + " (wrote " + n + " bytes into " + room + " bytes of room, "
-                            + "transferred() moved by " + advanced + ")");
+                            + position + " of " + count + " with " + room + " bytes of room");
                 }
             }
             return true;
@@ -406,6 +410,7 @@ final class SendQueue implements DataPath {
                 wrs.sendFlags(count, SendFlags.INLINE);
             }
             slotBytes[slot] = settles;
+            slotControl[slot] = false;
             unsettledBytes += settles;
             occupy();
             count++;
