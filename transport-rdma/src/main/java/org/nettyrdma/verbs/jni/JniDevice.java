@@ -1,5 +1,6 @@
 package org.nettyrdma.verbs.jni;
 
+import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.CompletionChannel;
@@ -30,6 +31,8 @@ final class JniDevice implements Device {
     private final DeviceAttributes attributes;
     private final boolean softIwarp;
     private long siwGuardCq;
+    /** Live memory windows by rkey index, copied on write: a post looks a bind's window up here without a lock. */
+    private volatile IntObjectHashMap<JniMemoryWindow> windows = new IntObjectHashMap<>();
 
     JniDevice(JniProvider provider, long context) throws VerbsException {
         this.provider = provider;
@@ -40,7 +43,8 @@ final class JniDevice implements Device {
         this.attributes = new DeviceAttributes(DeviceAttributes.Transport.values()[(int) a[JniLayout.ATTR_TRANSPORT]],
                 (int) a[JniLayout.ATTR_MAX_QP], (int) a[JniLayout.ATTR_MAX_QP_WR], (int) a[JniLayout.ATTR_MAX_SGE],
                 (int) a[JniLayout.ATTR_MAX_INLINE_DATA], (int) a[JniLayout.ATTR_MAX_CQE], (int) a[JniLayout.ATTR_MAX_MR],
-                a[JniLayout.ATTR_MAX_MR_SIZE], (int) a[JniLayout.ATTR_MAX_QP_RD_ATOM]);
+                a[JniLayout.ATTR_MAX_MR_SIZE], (int) a[JniLayout.ATTR_MAX_QP_RD_ATOM], (int) a[JniLayout.ATTR_MAX_MW],
+                a[JniLayout.ATTR_DEVICE_CAP_FLAGS]);
         softIwarp = a[JniLayout.ATTR_VENDOR_ID] == SIW_VENDOR_ID;
         if (softIwarp) {
             long guard = Native.createCq(context, SIW_GUARD_CQ_ENTRIES, 0);
@@ -91,6 +95,27 @@ final class JniDevice implements Device {
             throw new VerbsException("ibv_alloc_pd", (int) -handle, name);
         }
         return new JniProtectionDomain(this, handle);
+    }
+
+    synchronized void addWindow(JniMemoryWindow mw) {
+        IntObjectHashMap<JniMemoryWindow> copy = new IntObjectHashMap<>(windows.size() + 1);
+        copy.putAll(windows);
+        copy.put(mw.index(), mw);
+        windows = copy;
+    }
+
+    synchronized void removeWindow(JniMemoryWindow mw) {
+        IntObjectHashMap<JniMemoryWindow> copy = new IntObjectHashMap<>(Math.max(1, windows.size()));
+        copy.putAll(windows);
+        if (copy.get(mw.index()) == mw) {
+            copy.remove(mw.index());
+        }
+        windows = copy;
+    }
+
+    /** The live window whose rkey has the index of {@code rkey} (whatever its low 8 bits), or null. */
+    JniMemoryWindow window(int rkey) {
+        return windows.get(rkey >>> 8);
     }
 
     @Override
