@@ -2098,6 +2098,46 @@ public abstract class VerbsConformanceSuite {
         mw.close();
     }
 
+    /**
+     * A peer cannot revoke what it was not given: a SEND WITH INVALIDATE naming a region of the responder (here the
+     * region its receives use, by its lkey, which a peer can guess) leaves that region usable. rxe refuses to
+     * invalidate a region registered by ibv_reg_mr; siw does not check what kind of STag it invalidates: the region
+     * becomes unusable for every QP of its protection domain (seen on siw0; a peer can disable the memory of other
+     * connections that share the PD).
+     */
+    @Test
+    void sendWithInvalidateCannotRevokeARegion() throws Exception {
+        assumeTrue(fx.device.attributes().supportsSendWithInvalidate(), "no SEND_WITH_INV");
+        fx.connect(fx.options());
+        End[] other = fx.connectAnother(server.pd);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, ascii("evil"));
+        server.recv(1, in, 0, 64);
+        fx.wr(0, 2, WrOpcode.SEND_WITH_INV, SIGNALED, out, 0, 4).invalidateRkey(0, in.lkey());
+        fx.assertPosted(client.postSend(1));
+        Wc recv = server.recvCompletion();
+        Wc sent = client.sendCompletion();
+        observed("SEND_WITH_INV of a region's lkey: receive, send", recv + ", " + sent);
+        MemoryRegion out2 = other[0].register(SIZE, LOCAL_WRITE);
+        write(out2, 0, pattern(64, 30));
+        fx.recvWr(0, 3, in, 64, 64);
+        fx.assertPosted(other[1].postRecv(1));
+        fx.wr(0, 4, WrOpcode.SEND, SIGNALED, out2, 0, 64);
+        fx.assertPosted(other[0].postSend(1));
+        Wc later = other[1].recvCompletion();
+        observed("a receive into that region on another connection of the PD", later);
+        if (isSoftIwarp() && later.status() != WcStatus.SUCCESS) {
+            // siw invalidated the region's STag: its lkey is dead for every QP of the PD
+            assertTrue(recv.withInv(), "siw reported the invalidation: " + recv);
+            assertArrayEquals(new byte[64], read(in, 64, 64), "nothing was written into the invalidated region");
+            return;
+        }
+        assertFalse(recv.status() == WcStatus.SUCCESS && recv.withInv(), "a region was invalidated: " + recv);
+        assertWc(later, 3, WcStatus.SUCCESS);
+        assertArrayEquals(pattern(64, 30), read(in, 64, 64), "the region after a peer tried to revoke it");
+    }
+
     // ---- helpers ------------------------------------------------------------------------------------------------
 
     /** Posts {@code n} receives with wr_ids 0 .. n - 1, each {@code size} bytes of {@code mr}, as one chain. */
