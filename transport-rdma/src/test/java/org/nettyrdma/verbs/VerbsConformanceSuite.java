@@ -2138,6 +2138,21 @@ public abstract class VerbsConformanceSuite {
         assertArrayEquals(pattern(64, 30), read(in, 64, 64), "the region after a peer tried to revoke it");
     }
 
+    /** A bind that names a window no longer allocated is refused when posted (EINVAL at its index). */
+    @Test
+    void bindOfAClosedWindowIsRefusedAtPost() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        MemoryWindow mw = server.pd.allocMemoryWindow();
+        mw.close();
+        mw.close();
+        fx.wrs.bindWindow(0, 1, SIGNALED, mw, mw.nextRkey(), buffer, buffer.address(), SIZE, REMOTE_READ);
+        assertErrnoRc(Errno.EINVAL, server.postSend(1));
+        assertEquals(0, fx.wrs.badIndex());
+        fx.assertNoCompletion(server.sendCq);
+    }
+
     // ---- helpers ------------------------------------------------------------------------------------------------
 
     /** Posts {@code n} receives with wr_ids 0 .. n - 1, each {@code size} bytes of {@code mr}, as one chain. */

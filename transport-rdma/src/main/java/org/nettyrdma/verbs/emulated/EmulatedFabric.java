@@ -82,7 +82,7 @@ public final class EmulatedFabric {
      */
     public static DeviceAttributes defaultAttributes(Transport transport) {
         boolean iwarp = transport == Transport.IWARP;
-        return new DeviceAttributes(transport, 65536, 16384, 32, 256, 65536, 65536, 1L << 40, 16, iwarp ? 0 : 4096,
+        return new DeviceAttributes(transport, 65536, 16384, 32, 256, 65536, 65536, 1L << 40, 16, iwarp ? 0 : 524287,
                 iwarp ? DeviceAttributes.CAP_MEM_MGT_EXTENSIONS
                         : DeviceAttributes.CAP_MEM_WINDOW | DeviceAttributes.CAP_MEM_WINDOW_TYPE_2B
                         | DeviceAttributes.CAP_MEM_MGT_EXTENSIONS);
