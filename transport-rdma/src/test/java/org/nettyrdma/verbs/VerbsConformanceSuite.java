@@ -1961,6 +1961,31 @@ public abstract class VerbsConformanceSuite {
         awaitState(client.qp(), QpState.ERROR, "the requester");
     }
 
+    /** The ring's revocation: after a LOCAL_INV of a window that granted REMOTE_WRITE, a WRITE under it is refused. */
+    @Test
+    void rdmaWriteAfterLocalInvalidateIsRefused() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion ring = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, ring, 0, SIZE, REMOTE_WRITE, 1);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(128, 31));
+        fx.wr(0, 2, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 64).remote(0, ring.address(), rkey);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        fx.wrs.invalidate(0, 3, SIGNALED, rkey);
+        fx.assertPosted(server.postSend(1));
+        assertWc(server.sendCompletion(), 3, WcStatus.SUCCESS);
+        fx.wr(0, 4, WrOpcode.RDMA_WRITE, SIGNALED, out, 64, 64).remote(0, ring.address() + 64, rkey);
+        fx.assertPosted(client.postSend(1));
+        Wc wc = client.sendCompletion();
+        observed("RDMA WRITE after LOCAL_INV of the window", WcStatus.name(wc.status()));
+        assertRefusedByResponder(wc, 4, Set.of(WcStatus.REM_ACCESS_ERR));
+        assertArrayEquals(pattern(64, 31), read(ring, 0, 64), "the WRITE before the invalidation");
+        assertArrayEquals(new byte[64], read(ring, 64, 64), "a write through an invalidated window changed the ring");
+    }
+
     /** A window is bound again after its invalidation, with a new rkey; its old rkey stays refused. */
     @Test
     void windowBoundAgainRefusesItsOldRkey() throws Exception {
