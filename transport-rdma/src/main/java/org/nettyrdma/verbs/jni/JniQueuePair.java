@@ -45,6 +45,9 @@ final class JniQueuePair implements QueuePair {
     private final int qpNum;
     private final boolean signalAll;
     private final JniProvider provider;
+    /** BIND_MW and LOCAL_INV exist on the device; SEND_WITH_INV does. */
+    private final boolean windows;
+    private final boolean sendWithInvalidate;
     /** What Java knows of the state: INIT, RTS once connected, ERROR once anything failed or flushed. */
     private QpState tracked = QpState.INIT;
     private boolean closed;
@@ -76,6 +79,8 @@ final class JniQueuePair implements QueuePair {
         this.qpNum = qpNum;
         this.signalAll = caps.signalAll();
         this.provider = pd.jniDevice().provider();
+        this.windows = pd.jniDevice().attributes().supportsMemoryWindows();
+        this.sendWithInvalidate = pd.jniDevice().attributes().supportsSendWithInvalidate();
         sendWrIds = new long[Math.max(1, caps.maxSendWr())];
         sendSignaled = new boolean[sendWrIds.length];
         sendOpcodes = new int[sendWrIds.length];
@@ -193,7 +198,9 @@ final class JniQueuePair implements QueuePair {
     /**
      * Resolves the window and region of each BIND_MW in {@code [from, to)} for C, which needs their objects: the
      * handles go to {@link #bindHandles} at {@code 2 * (i - from)}. The first bind that names no live window (by the
-     * index of its {@code mw_rkey}) or no live region (by its SGE's lkey) is refused: its index, or -1.
+     * index of its {@code mw_rkey}) or no live region (by its SGE's lkey) is refused, and so is an opcode the device
+     * lacks (BIND_MW, LOCAL_INV without memory windows; SEND_WITH_INV without memory management extensions), whatever
+     * its library would do with it: its index, or -1.
      */
     private int resolveBinds(WorkRequestList wrs, int from, int to) {
         ByteBuffer m = wrs.memory();
@@ -201,7 +208,12 @@ final class JniQueuePair implements QueuePair {
         boolean any = false;
         for (int i = from; i < to; i++) {
             int o = i * slotSize;
-            if (m.getInt(o + WorkRequestList.OFFSET_OPCODE) != WrOpcode.BIND_MW) {
+            int opcode = m.getInt(o + WorkRequestList.OFFSET_OPCODE);
+            if ((opcode == WrOpcode.LOCAL_INV && !windows) || (opcode == WrOpcode.SEND_WITH_INV && !sendWithInvalidate)
+                    || (opcode == WrOpcode.BIND_MW && !windows)) {
+                return i;
+            }
+            if (opcode != WrOpcode.BIND_MW) {
                 continue;
             }
             if (!any) {
