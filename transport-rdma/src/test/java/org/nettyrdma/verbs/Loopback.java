@@ -375,7 +375,11 @@ final class Loopback {
 
     void close() throws Exception {
         Exception failure = null;
-        for (Deque<AutoCloseable> group : List.of(ids, resources)) {
+        // memory windows first: a window still bound holds its QP in the kernel, and rxe0 then took ~50 s to destroy
+        // the QP (seen 2026-12-01)
+        Deque<AutoCloseable> windows = new ArrayDeque<>();
+        resources.removeIf(r -> r instanceof MemoryWindow && windows.add(r));
+        for (Deque<AutoCloseable> group : List.of(windows, ids, resources)) {
             while (!group.isEmpty()) {
                 try {
                     group.pop().close();
