@@ -371,6 +371,12 @@ static jlong netty_rdma_createCq(JNIEnv *env, jclass clazz, jlong context, jint 
     return NETTY_RDMA_TO_HANDLE(cq);
 }
 
+static void netty_rdma_cqKernelWcFlags(JNIEnv *env, jclass clazz, jlong cq) {
+    (void) env;
+    (void) clazz;
+    NETTY_RDMA_HANDLE(struct netty_rdma_cq, cq)->kernel_wc_flags = 1;
+}
+
 static jint netty_rdma_cqCapacity(JNIEnv *env, jclass clazz, jlong cq) {
     (void) env;
     (void) clazz;
@@ -433,7 +439,9 @@ static jint netty_rdma_pollCq(JNIEnv *env, jclass clazz, jlong handle, jlong wc_
         for (int i = 0; i < n; i++) {
             uint8_t *slot = out + (size_t) (total + i) * WC_SLOT_SIZE;
             int imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
-            int inv = (wc[i].wc_flags & IBV_WC_WITH_INV) != 0;
+            int inv = (wc[i].wc_flags & IBV_WC_WITH_INV) != 0
+                      || (cq->kernel_wc_flags && (wc[i].wc_flags & IBV_WC_IP_CSUM_OK) != 0
+                          && (wc[i].opcode & IBV_WC_RECV) != 0);
             netty_rdma_store64(slot + WC_OFFSET_WR_ID, wc[i].wr_id);
             netty_rdma_store32(slot + WC_OFFSET_STATUS, wc[i].status);
             netty_rdma_store32(slot + WC_OFFSET_OPCODE, wc[i].opcode);
@@ -695,6 +703,7 @@ static const JNINativeMethod methods[] = {
     {"destroyCompChannel", "(J)I", (void *) netty_rdma_destroyCompChannel},
     {"createCq", "(JIJ)J", (void *) netty_rdma_createCq},
     {"cqCapacity", "(J)I", (void *) netty_rdma_cqCapacity},
+    {"cqKernelWcFlags", "(J)V", (void *) netty_rdma_cqKernelWcFlags},
     {"destroyCq", "(J)I", (void *) netty_rdma_destroyCq},
     {"getCqEvent", "(J)J", (void *) netty_rdma_getCqEvent},
     {"ackCqEvents", "(JI)V", (void *) netty_rdma_ackCqEvents},

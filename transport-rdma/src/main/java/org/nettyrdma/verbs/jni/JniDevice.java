@@ -16,6 +16,8 @@ final class JniDevice implements Device {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(JniDevice.class);
     /** soft-iWARP's {@code vendor_id}: "bmt". */
     static final long SIW_VENDOR_ID = 0x626d74;
+    /** SoftRoCE's {@code vendor_id} (rxe0 reports it). */
+    static final long RXE_VENDOR_ID = 0xffffff;
     /**
      * libsiw (rdma-core) refuses a CQ, QP or SRQ whose queue's mmap key is {@code SIW_INVAL_UOBJ_KEY}, 0x90000, which
      * the kernel hands out as an ordinary key: the offset of page 144 of the context's mmap space, where keys are the
@@ -30,6 +32,8 @@ final class JniDevice implements Device {
     private final String name;
     private final DeviceAttributes attributes;
     private final boolean softIwarp;
+    /** rxe: its library passes the kernel's completion flags through, so an invalidation shows in another bit. */
+    private final boolean softRoce;
     private long siwGuardCq;
     /** Live memory windows by rkey index, copied on write: a post looks a bind's window up here without a lock. */
     private volatile IntObjectHashMap<JniMemoryWindow> windows = new IntObjectHashMap<>();
@@ -46,6 +50,8 @@ final class JniDevice implements Device {
                 a[JniLayout.ATTR_MAX_MR_SIZE], (int) a[JniLayout.ATTR_MAX_QP_RD_ATOM], (int) a[JniLayout.ATTR_MAX_MW],
                 a[JniLayout.ATTR_DEVICE_CAP_FLAGS]);
         softIwarp = a[JniLayout.ATTR_VENDOR_ID] == SIW_VENDOR_ID;
+        softRoce = a[JniLayout.ATTR_VENDOR_ID] == RXE_VENDOR_ID
+                && attributes.transport() == DeviceAttributes.Transport.ROCE;
         if (softIwarp) {
             long guard = Native.createCq(context, SIW_GUARD_CQ_ENTRIES, 0);
             if (guard > 0) {
@@ -146,6 +152,9 @@ final class JniDevice implements Device {
         long handle = Native.createCq(context, cqe, c == null ? 0 : c.handle());
         if (handle < 0) {
             throw new VerbsException("ibv_create_cq", (int) -handle, "cqe " + cqe + " on " + name);
+        }
+        if (softRoce) {
+            Native.cqKernelWcFlags(handle);
         }
         JniCompletionQueue cq = new JniCompletionQueue(this, handle, c);
         if (c != null) {

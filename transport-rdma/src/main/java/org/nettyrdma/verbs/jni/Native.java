@@ -116,6 +116,9 @@ final class Native {
 
     static native int cqCapacity(long cq);
 
+    /** The CQ's library passes the kernel's completion flags through unchanged (rxe): see netty_rdma.h. */
+    static native void cqKernelWcFlags(long cq);
+
     static native int destroyCq(long cq);
 
     /** The CQ handle of the next completion event, 0 if there is none, or -errno. */
