@@ -10,7 +10,9 @@ package org.nettyrdma.verbs;
  * {@link WrOpcode#SEND_WITH_INV}, after which its rkey is refused; bound again with yet another rkey. A window must be
  * free when it is bound, and must be invalidated once only (rxe's kernel driver dereferences a null QP when it
  * invalidates a free window). While bound it keeps its memory region registered: deregistering that region fails
- * with EINVAL.
+ * with EINVAL; and it holds its QP: deallocate or invalidate it before the QP is destroyed (rxe0 took ~50 s to destroy
+ * a QP a window still held). rxe does not confine the window to its range: the whole region is reachable through it
+ * (docs/verbs-spi.md); bind a window on rxe only over a region all of which its peer may see.
  */
 public interface MemoryWindow extends AutoCloseable {
 
