@@ -1,17 +1,17 @@
 package org.nettyrdma.tools.doctor;
 
+import io.netty.util.NetUtil;
+
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 
-/** IP addresses as text, one spelling each (no scope, IPv6 compressed as {@link InetAddress} writes it). */
+/** IP addresses as text, one spelling each (IPv6 compressed as RFC 5952 writes it, no scope). */
 final class Addresses {
     private Addresses() {
     }
 
     static String text(InetAddress a) {
-        String s = a.getHostAddress();
-        int scope = s.indexOf('%');
-        return scope < 0 ? s : s.substring(0, scope);
+        return NetUtil.toAddressString(a); // RFC 5952: fd77::1, no scope
     }
 
     /** {@code ip} in the spelling of {@link #text}; as given if it is not an IP literal. */

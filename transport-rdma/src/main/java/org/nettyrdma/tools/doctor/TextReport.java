@@ -55,11 +55,11 @@ final class TextReport {
                 b.append("          fix: ").append(x.fix()).append('\n');
             }
         }
+        String attention = r.findings().stream().filter(x -> x.status() != Finding.Status.OK)
+                .map(Finding::check).distinct().collect(Collectors.joining(", "));
         b.append('\n').append(r.problems() == 0 ? "OK" : r.problems() + " problem(s)")
-                .append(r.warnings() > 0 ? ", " + r.warnings() + " warning(s)" : "").append(": ")
-                .append(r.findings().stream().filter(x -> x.status() != Finding.Status.OK)
-                        .map(Finding::check).distinct().collect(Collectors.joining(", ")))
-                .append('\n');
+                .append(r.warnings() > 0 ? ", " + r.warnings() + " warning(s)" : "")
+                .append(attention.isEmpty() ? ": nothing to fix" : ": " + attention).append('\n');
         return b.toString();
     }
 }
