@@ -34,6 +34,14 @@ final class MemlockChecks {
             return findings;
         }
         long floor = f.verdict().minMemlockBytes();
+        if ("MEMLOCK_TOO_LOW".equals(f.verdict().reason())) {
+            // the transport's own rule (siw loaded, or no CAP_IPC_LOCK): it refuses the native provider
+            findings.add(Finding.problem("memlock", have + " is below the transport's minimum of "
+                    + Bytes.format(floor) + (f.capIpcLock() ? " and the soft-iWARP driver is loaded (it enforces the "
+                    + "limit even with CAP_IPC_LOCK)" : " and the process has no CAP_IPC_LOCK")
+                    + ": the native provider is unavailable", FIX));
+            return findings;
+        }
         MemlockNeed need = f.need();
         long needed = need == null ? floor : Math.max(floor, need.totalBytes());
         String needText = need == null ? "the transport's minimum " + Bytes.format(floor) + " (the estimate failed: "

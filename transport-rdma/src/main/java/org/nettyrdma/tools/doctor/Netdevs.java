@@ -1,17 +1,19 @@
 package org.nettyrdma.tools.doctor;
 
+import java.net.Inet6Address;
 import java.net.InetAddress;
 import java.net.NetworkInterface;
 import java.net.SocketException;
 import java.net.UnknownHostException;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 
 /** The IP addresses of network interfaces: this machine's ({@link #system()}), or given ones in tests. */
 interface Netdevs {
-    /** The addresses of {@code netdev}, empty if there is no such interface. */
+    /** The addresses of {@code netdev} but link-local ones, IPv4 first; empty if there is no such interface. */
     List<String> addresses(String netdev);
 
     /** The interface that has {@code ip}, or null. */
@@ -25,8 +27,13 @@ interface Netdevs {
                 try {
                     NetworkInterface nif = NetworkInterface.getByName(netdev);
                     if (nif != null) {
-                        for (InetAddress a : Collections.list(nif.getInetAddresses())) {
-                            result.add(Addresses.text(a));
+                        List<InetAddress> all = Collections.list(nif.getInetAddresses());
+                        // IPv4 first; link-local addresses are not what channels bind to
+                        all.sort(Comparator.comparing(a -> a instanceof Inet6Address));
+                        for (InetAddress a : all) {
+                            if (!a.isLinkLocalAddress()) {
+                                result.add(Addresses.text(a));
+                            }
                         }
                     }
                 } catch (SocketException e) {

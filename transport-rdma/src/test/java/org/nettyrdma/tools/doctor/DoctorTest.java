@@ -115,6 +115,16 @@ class DoctorTest {
     }
 
     @Test
+    void softIwarpLoadedMakesTheTransportRefuseALowLimitEvenWithTheCapability() {
+        // the address is rxe0's, but the transport's own check counts the siw driver (JniAvailability): both agree
+        FakeHost host = new FakeHost(dir).memlock(64 << 10);
+        Run r = run(host, "--json", "--quick", "--address", "10.77.0.1");
+        assertEquals(1, r.exitCode(), r.out());
+        assertContains(r.checks("memlock").get(0), "PROBLEM", "soft-iWARP driver is loaded");
+        assertContains(r.checks("provider").get(0), "MEMLOCK_TOO_LOW");
+    }
+
+    @Test
     void capabilityLiftsALimitBelowTheEstimateExceptOnSoftIwarp() {
         // 128 MiB: above the transport's minimum (64 MiB), below what 200 connections register
         FakeHost host = new FakeHost(dir).memlock(128 * MIB);
