@@ -134,9 +134,7 @@ class RdmaPodTest {
                     }
                 }
             }
-            Map<String, Object> config = Manifests.fromJson(String.valueOf(network(variant)
-                    .getAdditionalProperties().get("spec") instanceof Map<?, ?> spec ? spec.get("config") : null),
-                    Map.class);
+            Map<?, ?> config = Manifests.fromJson(cniConfig(network(variant)), Map.class);
             assertEquals(nadName, config.get("name"), variant + ": the CNI config's name");
             String cni = Manifests.json(config);
             assertTrue(cni.contains("\"ips\":true"), variant + ": static IPAM taking the pods' ips: " + cni);
@@ -202,6 +200,15 @@ class RdmaPodTest {
             assertEquals(address(server), clientCommand.get(clientCommand.size() - 1));
             assertEquals("Never", client.template().getSpec().getRestartPolicy());
         }
+    }
+
+    /** The CNI configuration of a NetworkAttachmentDefinition: the JSON text of spec.config. */
+    private static String cniConfig(GenericKubernetesResource nad) {
+        Object spec = nad.getAdditionalProperties().get("spec");
+        assertTrue(spec instanceof Map<?, ?>, nad.getMetadata().getName() + ": no spec");
+        Object config = ((Map<?, ?>) spec).get("config");
+        assertTrue(config instanceof String, nad.getMetadata().getName() + ": spec.config is not a string");
+        return (String) config;
     }
 
     private static Pod job(List<Manifest> ms, String name) {
