@@ -28,10 +28,6 @@ public final class HostRoot {
         return new HostRoot(root);
     }
 
-    public boolean isSystem() {
-        return root.equals(SYSTEM.root);
-    }
-
     public Path sysInfiniband() {
         return root.resolve("sys/class/infiniband");
     }
