@@ -10,10 +10,10 @@ import java.util.List;
  * which lifts the limit for memory registration except on soft-iWARP (siw enforces it even for root).
  */
 final class MemlockChecks {
-    static final String FIX = "raise the memlock limit to unlimited: ulimit -l unlimited before the JVM starts (the "
-            + "container's entrypoint, or a privileged init container setting the runtime's limit), "
-            + "LimitMEMLOCK=infinity for the container runtime's systemd unit (containerd, CRI-O), docker run --ulimit "
-            + "memlock=-1:-1; and grant CAP_IPC_LOCK (securityContext.capabilities.add: [\"IPC_LOCK\"])";
+    static final String FIX = "raise the memlock limit to unlimited: ulimit -l unlimited before the JVM starts (it "
+            + "raises the soft limit up to the hard one; the examples image's entrypoint does), LimitMEMLOCK=infinity "
+            + "for the container runtime's systemd unit (containerd, CRI-O) where the hard limit is lower, docker run "
+            + "--ulimit memlock=-1:-1; and grant CAP_IPC_LOCK (securityContext.capabilities.add: [\"IPC_LOCK\"])";
 
     private MemlockChecks() {
     }
