@@ -17,7 +17,8 @@ if [ $# -eq 0 ]; then
 fi
 
 rdma_ip() {
-  dev=${RDMA_INTERFACE:-$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}' | head -n 1)}
+  dev=${RDMA_INTERFACE:-$(ip -4 route show default |
+    awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}' | head -n 1)}
   ip -4 -o addr show dev "$dev" scope global | awk '{split($4, a, "/"); print a[1]; exit}'
 }
 

@@ -41,7 +41,9 @@ check() {
       sed 's/^/    /' "$out"
     else
       # the problems and warnings with their fixes
-      awk '/^  (PROBLEM|WARNING) / { shown = 1; print "    " $0; next } shown && /^ +fix: / { print "    " $0; next } { shown = 0 }' "$out"
+      awk '/^  (PROBLEM|WARNING) / { shown = 1; print "    " $0; next }
+           shown && /^ +fix: / { print "    " $0; next }
+           { shown = 0 }' "$out"
     fi
     passed=$((passed + 1))
   else
@@ -52,14 +54,18 @@ check() {
 }
 doctor=("$vm_java" -XX:TieredStopAtLevel=1 -cp "$vm_classpath" org.nettyrdma.tools.Main doctor)
 
-show_all=1 check "everything in place" 0 "rxe0  RoCE|gid 1  0000:0000:0000:0000:0000:ffff:0a4d:0001  RoCE v2  $RXE_IP|netdev $RXE_NETDEV|siw0  iWARP, Software iWARP stack|netdev $SIW_NETDEV $SIW_IP|OK      address: $RXE_IP is on rxe0|OK: nothing to fix" \
-  "${doctor[@]}" --quick --address "$RXE_IP"
-check "memlock limit of 64 KiB" 1 "PROBLEM memlock: memlock limit 64 KiB (hard 64 KiB) is below the transport's minimum|ulimit -l unlimited|MEMLOCK_TOO_LOW" \
+healthy="rxe0  RoCE|gid 1  0000:0000:0000:0000:0000:ffff:0a4d:0001  RoCE v2  $RXE_IP|netdev $RXE_NETDEV"
+healthy+="|siw0  iWARP, Software iWARP stack|netdev $SIW_NETDEV $SIW_IP|OK      address: $RXE_IP is on rxe0"
+healthy+="|OK: nothing to fix"
+show_all=1 check "everything in place" 0 "$healthy" "${doctor[@]}" --quick --address "$RXE_IP"
+memlock="PROBLEM memlock: memlock limit 64 KiB (hard 64 KiB) is below the transport's minimum"
+check "memlock limit of 64 KiB" 1 "$memlock|ulimit -l unlimited|MEMLOCK_TOO_LOW" \
   bash -c 'ulimit -l 64 && exec "$@"' - "${doctor[@]}" --quick --address "$RXE_IP"
 # 128 MiB: above the transport's minimum, below what 200 connections register; CAP_IPC_LOCK lifts it on rxe
 check "128 MiB limit, 200 connections, CAP_IPC_LOCK" 0 "but CAP_IPC_LOCK lifts it" \
   bash -c 'ulimit -l 131072 && exec "$@"' - "${doctor[@]}" --connections 200 --address "$RXE_IP"
-check "the same with CAP_IPC_LOCK dropped" 1 "WARNING capability: no CAP_IPC_LOCK|PROBLEM memlock: memlock limit 128 MiB|200 connections|no CAP_IPC_LOCK" \
+check "the same with CAP_IPC_LOCK dropped" 1 \
+  "WARNING capability: no CAP_IPC_LOCK|PROBLEM memlock: memlock limit 128 MiB|200 connections|no CAP_IPC_LOCK" \
   bash -c 'ulimit -l 131072 && exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@"' - "${doctor[@]}" \
   --connections 200 --address "$RXE_IP"
 # a new mount namespace with a /dev of the basic nodes only, as in a pod without the device plugin's devices
@@ -67,12 +73,16 @@ check "no /dev/infiniband" 1 "PROBLEM device nodes: /dev/infiniband is missing|D
   unshare -m bash -c 'mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/zero c 1 5 &&
   mknod -m 666 /dev/random c 1 8 && mknod -m 666 /dev/urandom c 1 9 && exec "$@"' - "${doctor[@]}" --quick
 ip link set "$RXE_NETDEV" down
-check "link of rxe0 down" 1 "PROBLEM ports: rxe0 port 1 is DOWN (Disabled, netdev $RXE_NETDEV)|ip link set $RXE_NETDEV up" \
+check "link of rxe0 down" 1 \
+  "PROBLEM ports: rxe0 port 1 is DOWN (Disabled, netdev $RXE_NETDEV)|ip link set $RXE_NETDEV up" \
   "${doctor[@]}" --quick --address "$RXE_IP"
 ip link set "$RXE_NETDEV" up
 # as JSON, which must parse (the exit code is the doctor's)
-check "an IP with no RDMA device, JSON" 1 "\"ok\": false|\"check\": \"address\"|127.0.0.1 is on lo, which no RDMA device uses|rxe0: $RXE_IP|\"roceVersion\": \"v2\"|\"netdev\": \"$SIW_NETDEV\"" \
-  bash -c '"$@" > /tmp/doctor.json; rc=$?; cat /tmp/doctor.json; python3 -m json.tool /tmp/doctor.json > /dev/null || exit 3
+json="\"ok\": false|\"check\": \"address\"|127.0.0.1 is on lo, which no RDMA device uses|rxe0: $RXE_IP"
+json+="|\"roceVersion\": \"v2\"|\"netdev\": \"$SIW_NETDEV\""
+check "an IP with no RDMA device, JSON" 1 "$json" \
+  bash -c '"$@" > /tmp/doctor.json; rc=$?; cat /tmp/doctor.json
+  python3 -m json.tool /tmp/doctor.json > /dev/null || exit 3
   exit $rc' - "${doctor[@]}" --json --quick --address 127.0.0.1
 rdma link delete rxe0 && rdma link delete siw0
 check "devices removed" 1 "PROBLEM devices: no RDMA device|NO_DEVICE" "${doctor[@]}" --quick

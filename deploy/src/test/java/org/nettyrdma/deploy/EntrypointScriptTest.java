@@ -31,8 +31,10 @@ class EntrypointScriptTest {
         script("ip", """
                 case "$*" in
                   "-4 route show default") echo "default via 10.0.0.1 dev eth0 proto dhcp" ;;
-                  "-4 -o addr show dev eth0 scope global") echo "2: eth0    inet 10.0.0.5/24 brd 10.0.0.255 scope global eth0\\\\       valid_lft forever preferred_lft forever" ;;
-                  "-4 -o addr show dev net1 scope global") echo "3: net1    inet 192.168.100.10/24 brd 192.168.100.255 scope global net1\\\\       valid_lft forever preferred_lft forever" ;;
+                  "-4 -o addr show dev eth0 scope global")
+                    echo "2: eth0    inet 10.0.0.5/24 scope global eth0\\\\       valid_lft forever" ;;
+                  "-4 -o addr show dev net1 scope global")
+                    echo "3: net1    inet 192.168.100.10/24 scope global net1\\\\       valid_lft forever" ;;
                   *) ;;
                 esac""");
         List<String> command = new java.util.ArrayList<>(List.of("sh", Manifests.DOCKER.resolve("entrypoint.sh")
@@ -74,7 +76,8 @@ class EntrypointScriptTest {
     @Test
     void argumentsWithSpacesStayWholeAndTheLimitIsRaised() throws Exception {
         Result r = run("net1", "Main", "a b", "c");
-        assertTrue(r.out().contains("java [-cp] [/opt/netty-rdma/netty-rdma-examples.jar] [Main] [a b] [c]\n"), r.out());
+        assertTrue(r.out().contains("java [-cp] [/opt/netty-rdma/netty-rdma-examples.jar] [Main] [a b] [c]\n"),
+                r.out());
         String hard = new String(new ProcessBuilder("sh", "-c", "ulimit -H -l").start().getInputStream()
                 .readAllBytes(), StandardCharsets.UTF_8).strip();
         assertTrue(r.out().contains("memlock " + hard + "\n"), "the soft limit raised to the hard one (" + hard

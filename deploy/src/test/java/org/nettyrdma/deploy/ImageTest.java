@@ -40,7 +40,8 @@ class ImageTest {
         dockerfile = Dockerfile.parse(Manifests.DOCKER.resolve("Dockerfile"));
         assertTrue(Files.isRegularFile(EXAMPLES_JAR), EXAMPLES_JAR + " is not built (mvn package builds the examples "
                 + "before this module)");
-        examplesJar = new URLClassLoader(new URL[] {EXAMPLES_JAR.toUri().toURL()}, ClassLoader.getPlatformClassLoader());
+        examplesJar = new URLClassLoader(new URL[] {EXAMPLES_JAR.toUri().toURL()},
+                ClassLoader.getPlatformClassLoader());
     }
 
     /** The file the image has at {@code path}: the COPY source in the build context, which must exist. */

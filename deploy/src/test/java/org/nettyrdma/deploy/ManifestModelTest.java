@@ -31,7 +31,8 @@ class ManifestModelTest {
                     m.file() + ": a resource without a name");
             boolean known = m.resource() instanceof Deployment || m.resource() instanceof Service
                     || m.resource() instanceof Job || m.resource() instanceof GenericKubernetesResource g
-                    && "NetworkAttachmentDefinition".equals(g.getKind()) && "k8s.cni.cncf.io/v1".equals(g.getApiVersion());
+                    && "NetworkAttachmentDefinition".equals(g.getKind())
+                    && "k8s.cni.cncf.io/v1".equals(g.getApiVersion());
             assertTrue(known, m.describe() + ": " + m.resource().getClass().getSimpleName());
         }
     }

@@ -100,7 +100,8 @@ final class Manifests {
     static Map<String, GenericKubernetesResource> networks(List<Manifest> manifests) {
         Map<String, GenericKubernetesResource> nads = new java.util.HashMap<>();
         for (Manifest m : manifests) {
-            if (m.resource() instanceof GenericKubernetesResource g && "NetworkAttachmentDefinition".equals(g.getKind())) {
+            if (m.resource() instanceof GenericKubernetesResource g
+                    && "NetworkAttachmentDefinition".equals(g.getKind())) {
                 nads.put(g.getMetadata().getName(), g);
             }
         }

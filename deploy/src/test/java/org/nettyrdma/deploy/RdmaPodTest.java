@@ -71,7 +71,8 @@ class RdmaPodTest {
                     assertEquals(1, rdmaResources, pod.describe() + " " + c.getName() + ": one RDMA resource");
                     Map<String, Quantity> requests = c.getResources().getRequests();
                     if (requests != null && requests.containsKey(resource)) {
-                        assertEquals(limits.get(resource), requests.get(resource), "extended resources: request = limit");
+                        assertEquals(limits.get(resource), requests.get(resource),
+                                "extended resources: request = limit");
                     }
                 }
             }
