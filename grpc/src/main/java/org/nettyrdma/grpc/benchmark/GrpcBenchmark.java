@@ -1,0 +1,137 @@
+package org.nettyrdma.grpc.benchmark;
+
+import io.grpc.ManagedChannel;
+import io.grpc.Server;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
+import io.netty.channel.EventLoopGroup;
+import org.nettyrdma.channel.Rdma;
+import org.nettyrdma.channel.RdmaCounters;
+import org.nettyrdma.channel.RdmaIoHandler;
+import org.nettyrdma.channel.RdmaIoHandlerConfig;
+import org.nettyrdma.grpc.sample.EchoService;
+
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * gRPC over RDMA beside Netty NIO and epoll in one run: sequential unary round trips (p50/p99) at 16 B and 4 KiB,
+ * server-streaming MB/s at 4 KiB, 64 KiB and 1 MiB, and 8 MiB unary calls. Per transport one server and one client
+ * event loop (one thread each) in this JVM, the same service ({@link EchoService}) and client code.
+ *
+ * <pre>
+ * java -cp grpc/target/netty-rdma-grpc-bench.jar org.nettyrdma.grpc.benchmark.GrpcBenchmark [options] [address]
+ *   address          an RDMA interface's IP: the native provider there (TCP rows on the same address);
+ *                    none: 127.0.0.1 and the emulated provider
+ *   --transports=L   comma-separated rows, default rdma,rdma-plain,nio,epoll
+ *   --scale=S        run lengths times S (default 1; the VM uses less)
+ * </pre>
+ */
+public final class GrpcBenchmark {
+    private static final int MAX_MESSAGE = 16 << 20;
+
+    private GrpcBenchmark() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        String address = null;
+        double scale = 1;
+        List<BenchTransport> transports = new ArrayList<>(List.of(BenchTransport.values()));
+        for (String a : args) {
+            if (a.startsWith("--transports=")) {
+                transports.clear();
+                for (String t : a.substring("--transports=".length()).split(",")) {
+                    transports.add(BenchTransport.byLabel(t.trim()));
+                }
+            } else if (a.startsWith("--scale=")) {
+                scale = Double.parseDouble(a.substring("--scale=".length()));
+            } else if (a.startsWith("-")) {
+                throw new IllegalArgumentException("unknown option " + a);
+            } else {
+                address = a;
+            }
+        }
+        String provider = address == null ? RdmaIoHandlerConfig.PROVIDER_EMULATED : RdmaIoHandlerConfig.PROVIDER_NATIVE;
+        String host = address == null ? "127.0.0.1" : address;
+        System.out.println("gRPC " + io.grpc.netty.NettyServerBuilder.class.getPackage().getImplementationVersion()
+                + " (grpc-netty), Netty " + io.netty.util.Version.identify().get("netty-transport").artifactVersion()
+                + ", Java " + Runtime.version() + ", " + Runtime.getRuntime().availableProcessors() + " CPUs");
+        System.out.println("RDMA: " + (address == null ? "emulated provider (in-process)"
+                + (Rdma.isAvailable() ? "" : " - native RDMA unavailable: " + Rdma.unavailabilityCause().getMessage())
+                : "native provider on " + address));
+        System.out.println("One JVM; per transport a server and a client event loop (one thread each) on " + host
+                + "; sequential calls from one client thread");
+        System.out.println();
+        System.out.println(Report.header());
+        for (BenchTransport t : transports) {
+            System.out.println(run(t, provider, host, scale));
+        }
+        System.out.println();
+        System.out.println(Report.legend(scale));
+    }
+
+    static Report.Row run(BenchTransport transport, String provider, String host, double scale) throws Exception {
+        EventLoopGroup serverGroup = transport.newGroup("server", provider);
+        EventLoopGroup clientGroup = transport.newGroup("client", provider);
+        Server server = null;
+        ManagedChannel channel = null;
+        try {
+            server = transport.configure(NettyServerBuilder.forAddress(new InetSocketAddress(host, 0)), serverGroup)
+                    .maxInboundMessageSize(MAX_MESSAGE).addService(EchoService.definition()).build().start();
+            int port = ((InetSocketAddress) server.getListenSockets().get(0)).getPort();
+            channel = transport.configure(NettyChannelBuilder.forAddress(new InetSocketAddress(host, port)),
+                    clientGroup).maxInboundMessageSize(MAX_MESSAGE).usePlaintext().build();
+            Report.Row row = new Report.Row(transport.label);
+            long warm = Math.max(200, (long) (2000 * scale));
+            int calls = Math.max(200, (int) (20_000 * scale));
+            long[] small = Measurements.unaryLatencies(channel, 16, warm, calls);
+            row.p50Small = Measurements.percentileMicros(small, 50);
+            row.p99Small = Measurements.percentileMicros(small, 99);
+            long[] page = Measurements.unaryLatencies(channel, 4096, warm / 2, calls);
+            row.p50Page = Measurements.percentileMicros(page, 50);
+            row.p99Page = Measurements.percentileMicros(page, 99);
+            long streamBytes = Math.max(4L << 20, (long) ((256L << 20) * scale));
+            row.stream4k = stream(channel, 4096, streamBytes);
+            row.stream64k = stream(channel, 64 << 10, streamBytes);
+            row.stream1m = stream(channel, 1 << 20, streamBytes);
+            int bigCalls = Math.max(2, (int) (32 * scale));
+            Measurements.largeUnary(channel, 8 << 20, Math.max(1, bigCalls / 4)); // warm-up
+            double[] big = new double[3];
+            for (int i = 0; i < big.length; i++) {
+                big[i] = Measurements.largeUnary(channel, 8 << 20, bigCalls);
+            }
+            row.unary8m = Measurements.median(big);
+            if (transport.isRdma()) {
+                RdmaCounters s = RdmaIoHandler.counters(serverGroup);
+                RdmaCounters c = RdmaIoHandler.counters(clientGroup);
+                row.note = String.format(Locale.ROOT, "sent copied %.0f%%, SENDs avg %.0f B",
+                        100.0 * (s.copiedBytes() + c.copiedBytes()) / Math.max(1, s.bytesSent() + c.bytesSent()),
+                        (double) (s.bytesSent() + c.bytesSent()) / Math.max(1, s.messagesSent() + c.messagesSent()));
+            }
+            return row;
+        } finally {
+            if (channel != null) {
+                channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            }
+            if (server != null) {
+                server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            }
+            clientGroup.shutdownGracefully(0, 2, TimeUnit.SECONDS).await(15, TimeUnit.SECONDS);
+            serverGroup.shutdownGracefully(0, 2, TimeUnit.SECONDS).await(15, TimeUnit.SECONDS);
+        }
+    }
+
+    /** The median MB/s of 3 server streams of {@code bytes} in messages of {@code size}, after one to warm up. */
+    private static double stream(io.grpc.Channel channel, int size, long bytes) {
+        int count = (int) Math.max(4, bytes / size);
+        Measurements.serverStream(channel, size, Math.max(4, count / 4));
+        double[] runs = new double[3];
+        for (int i = 0; i < runs.length; i++) {
+            runs[i] = Measurements.serverStream(channel, size, count);
+        }
+        return Measurements.median(runs);
+    }
+}
