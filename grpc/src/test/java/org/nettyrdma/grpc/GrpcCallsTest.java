@@ -76,7 +76,7 @@ class GrpcCallsTest {
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void unaryEightMebibytes() {
         int size = 8 << 20;
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < bigMessages(); i++) {
             Chunk response = unary(PayloadPattern.chunk(i, size));
             assertTrue(PayloadPattern.matches(response, i, size), "the echo of 8 MiB, call " + i);
         }
@@ -89,7 +89,7 @@ class GrpcCallsTest {
         for (int size : new int[] {16, 4096, 64 << 10}) {
             assertEquals(count, readStream(count, size), "messages of " + size + " B streamed");
         }
-        assertEquals(2, readStream(2, 8 << 20), "messages of 8 MiB streamed");
+        assertEquals(bigMessages(), readStream(bigMessages(), 8 << 20), "messages of 8 MiB streamed");
     }
 
     @Test
@@ -210,6 +210,11 @@ class GrpcCallsTest {
     }
 
     // --- fixture
+
+    /** 8 MiB messages per test: 2, or 1 on the native provider (the VM moves a few MB/s). */
+    private static int bigMessages() {
+        return GrpcTestSupport.isNative() ? 1 : 2;
+    }
 
     private Chunk unary(Chunk request) {
         return ClientCalls.blockingUnaryCall(channel, EchoMethods.UNARY,

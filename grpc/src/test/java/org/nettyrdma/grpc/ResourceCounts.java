@@ -8,6 +8,8 @@ import java.io.File;
 
 /** What a process holds that a leak would grow: RDMA queue pairs (of a group), registered memory, threads, fds. */
 final class ResourceCounts {
+    /** Nothing held: a baseline that only waits for the queue pairs to be gone. */
+    static final ResourceCounts NONE = new ResourceCounts(0, Long.MAX_VALUE, Integer.MAX_VALUE / 2, Integer.MAX_VALUE);
     final int queuePairs;
     final long registeredBytes;
     final int threads;
@@ -29,6 +31,12 @@ final class ResourceCounts {
         String[] fds = new File("/proc/self/fd").list();
         return new ResourceCounts(RdmaIoHandler.counters(group).queuePairs(), registered, Thread.activeCount(),
                 fds == null ? -1 : fds.length);
+    }
+
+    /** Whether these counts are at most {@code baseline}'s, threads up to {@code threadSlack} more. */
+    boolean noMoreThan(ResourceCounts baseline, int threadSlack) {
+        return queuePairs <= baseline.queuePairs && registeredBytes <= baseline.registeredBytes
+                && fds <= baseline.fds && threads <= baseline.threads + threadSlack;
     }
 
     /** The line {@link EchoServerProcess} and its server exchange. */
