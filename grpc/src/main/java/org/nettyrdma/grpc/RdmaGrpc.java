@@ -19,8 +19,9 @@ import java.util.Objects;
  * Configures grpc-netty's builders for the RDMA transport: the RDMA channel classes, event loops whose
  * {@link RdmaIoHandler} runs them, the registered allocator (gRPC's messages, HTTP/2 frames included, are then
  * written from registered memory, which the transport sends without a copy; grpc-netty sets its own pooled allocator
- * otherwise), receive buffers that take a whole HTTP/2 DATA frame with its header, and an HTTP/2 flow-control window
- * that keeps the connection's credits busy (docs/grpc.md has the measurements behind each value).
+ * otherwise), receive buffers that take a whole HTTP/2 DATA frame with its header, an HTTP/2 flow-control window
+ * and an on-ready threshold that keep a stream's messages flowing while SENDs complete (docs/grpc.md has the
+ * measurements behind each value).
  *
  * <pre>{@code
  * EventLoopGroup group = RdmaGrpc.newEventLoopGroup(2, new RdmaIoHandlerConfig());
@@ -44,6 +45,12 @@ public final class RdmaGrpc {
      * above. With the transport's default of 16 KiB every full DATA frame took two SENDs.
      */
     public static final int RECEIVE_BUFFER_SIZE = 32 << 10;
+    /**
+     * Bytes a call may have queued and still be ready for more (gRPC's default is 32 KiB), set on every call by
+     * interceptors ({@link OnReadyThreshold}); a server's handler can still set its own
+     * ({@code ServerCallStreamObserver.setOnReadyThreshold}), a client's call too ({@code CallOptions}).
+     */
+    public static final int ON_READY_THRESHOLD = 1 << 20;
     /** Receive buffers per connection: the peer's credits; with {@link #RECEIVE_BUFFER_SIZE}, 1 MiB per connection. */
     public static final int RECEIVE_BUFFER_COUNT = 32;
 
@@ -61,7 +68,9 @@ public final class RdmaGrpc {
 
     /**
      * A server on RDMA: {@link RdmaServerSocketChannel}, {@code group} for accepting and for the connections, the
-     * registered allocator, the receive buffers and the flow-control window above. Returns {@code builder}.
+     * registered allocator, the receive buffers, the flow-control window and the on-ready threshold above (an
+     * interceptor: it overrides a threshold that interceptors added later set; a handler's own still wins). Returns
+     * {@code builder}.
      */
     public static NettyServerBuilder configure(NettyServerBuilder builder, EventLoopGroup group) {
         Objects.requireNonNull(group, "group");
@@ -72,12 +81,14 @@ public final class RdmaGrpc {
                 .withChildOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
                 .withChildOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, RECEIVE_BUFFER_SIZE)
                 .withChildOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECEIVE_BUFFER_COUNT)
-                .flowControlWindow(FLOW_CONTROL_WINDOW);
+                .flowControlWindow(FLOW_CONTROL_WINDOW)
+                .intercept(OnReadyThreshold.server(ON_READY_THRESHOLD));
     }
 
     /**
-     * A channel on RDMA: {@link RdmaSocketChannel} on {@code group}, the registered allocator, the receive buffers and
-     * the flow-control window above. Returns {@code builder}; plaintext or TLS is still the caller's choice.
+     * A channel on RDMA: {@link RdmaSocketChannel} on {@code group}, the registered allocator, the receive buffers, the
+     * flow-control window and the on-ready threshold above (an interceptor). Returns {@code builder}; plaintext or
+     * TLS is still the caller's choice.
      */
     public static NettyChannelBuilder configure(NettyChannelBuilder builder, EventLoopGroup group) {
         Objects.requireNonNull(group, "group");
@@ -86,6 +97,7 @@ public final class RdmaGrpc {
                 .withOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
                 .withOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, RECEIVE_BUFFER_SIZE)
                 .withOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECEIVE_BUFFER_COUNT)
-                .flowControlWindow(FLOW_CONTROL_WINDOW);
+                .flowControlWindow(FLOW_CONTROL_WINDOW)
+                .intercept(OnReadyThreshold.client(ON_READY_THRESHOLD));
     }
 }

@@ -11,9 +11,12 @@ import org.nettyrdma.channel.RdmaIoHandler;
 import org.nettyrdma.channel.RdmaIoHandlerConfig;
 import org.nettyrdma.grpc.sample.EchoService;
 
+import java.lang.management.ManagementFactory;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
+import java.util.EnumMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 
@@ -23,10 +26,11 @@ import java.util.concurrent.TimeUnit;
  * event loop (one thread each) in this JVM, the same service ({@link EchoService}) and client code.
  *
  * <pre>
- * java -cp grpc/target/netty-rdma-grpc-bench.jar org.nettyrdma.grpc.benchmark.GrpcBenchmark [options] [address]
+ * java -jar grpc/target/netty-rdma-grpc-0.1.0-SNAPSHOT-benchmark.jar [options] [address]
  *   address          an RDMA interface's IP: the native provider there (TCP rows on the same address);
  *                    none: 127.0.0.1 and the emulated provider
  *   --transports=L   comma-separated rows, default rdma,rdma-plain,nio,epoll
+ *   --rounds=N       rounds (default 3): each runs every transport once; each cell is the median of the rounds
  *   --scale=S        run lengths times S (default 1; the VM uses less)
  * </pre>
  */
@@ -39,6 +43,7 @@ public final class GrpcBenchmark {
     public static void main(String[] args) throws Exception {
         String address = null;
         double scale = 1;
+        int rounds = 3;
         List<BenchTransport> transports = new ArrayList<>(List.of(BenchTransport.values()));
         for (String a : args) {
             if (a.startsWith("--transports=")) {
@@ -46,6 +51,8 @@ public final class GrpcBenchmark {
                 for (String t : a.substring("--transports=".length()).split(",")) {
                     transports.add(BenchTransport.byLabel(t.trim()));
                 }
+            } else if (a.startsWith("--rounds=")) {
+                rounds = Integer.parseInt(a.substring("--rounds=".length()));
             } else if (a.startsWith("--scale=")) {
                 scale = Double.parseDouble(a.substring("--scale=".length()));
             } else if (a.startsWith("-")) {
@@ -65,14 +72,37 @@ public final class GrpcBenchmark {
         System.out.println("One JVM; per transport a server and a client event loop (one thread each) on " + host
                 + "; sequential calls from one client thread");
         System.out.println();
-        System.out.println(Report.header());
-        for (BenchTransport t : transports) {
-            System.out.println(run(t, provider, host, scale));
+        Map<BenchTransport, List<Report.Row>> results = new EnumMap<>(BenchTransport.class);
+        for (int r = 0; r < rounds; r++) {
+            for (BenchTransport t : transports) {
+                results.computeIfAbsent(t, k -> new ArrayList<>()).add(run(t, provider, host, scale));
+            }
+            System.out.println("round " + (r + 1) + " of " + rounds + " done (load average "
+                    + String.format(Locale.ROOT, "%.1f", ManagementFactory.getOperatingSystemMXBean()
+                    .getSystemLoadAverage()) + ")");
         }
         System.out.println();
-        System.out.println(Report.legend(scale));
+        System.out.println(Report.header());
+        for (BenchTransport t : transports) {
+            System.out.println(Report.medianRow(t.label, results.get(t)));
+        }
+        System.out.println();
+        System.out.println(Report.legend(calls(scale), warmupMillis(scale), streamBytes(scale), rounds));
     }
 
+    private static long warmupMillis(double scale) {
+        return Math.max(200, (long) (2000 * scale));
+    }
+
+    private static int calls(double scale) {
+        return Math.max(200, (int) (20_000 * scale));
+    }
+
+    private static long streamBytes(double scale) {
+        return Math.max(4L << 20, (long) ((256L << 20) * scale));
+    }
+
+    /** One round of {@code transport}: a server and a channel of their own, every measurement once. */
     static Report.Row run(BenchTransport transport, String provider, String host, double scale) throws Exception {
         EventLoopGroup serverGroup = transport.newGroup("server", provider);
         EventLoopGroup clientGroup = transport.newGroup("client", provider);
@@ -84,26 +114,20 @@ public final class GrpcBenchmark {
             int port = ((InetSocketAddress) server.getListenSockets().get(0)).getPort();
             channel = transport.configure(NettyChannelBuilder.forAddress(new InetSocketAddress(host, port)),
                     clientGroup).maxInboundMessageSize(MAX_MESSAGE).usePlaintext().build();
-            Report.Row row = new Report.Row(transport.label);
-            long warm = Math.max(200, (long) (2000 * scale));
-            int calls = Math.max(200, (int) (20_000 * scale));
-            long[] small = Measurements.unaryLatencies(channel, 16, warm, calls);
-            row.p50Small = Measurements.percentileMicros(small, 50);
-            row.p99Small = Measurements.percentileMicros(small, 99);
-            long[] page = Measurements.unaryLatencies(channel, 4096, warm / 2, calls);
-            row.p50Page = Measurements.percentileMicros(page, 50);
-            row.p99Page = Measurements.percentileMicros(page, 99);
-            long streamBytes = Math.max(4L << 20, (long) ((256L << 20) * scale));
-            row.stream4k = stream(channel, 4096, streamBytes);
-            row.stream64k = stream(channel, 64 << 10, streamBytes);
-            row.stream1m = stream(channel, 1 << 20, streamBytes);
+            Report.Row row = new Report.Row();
+            double[] cells = row.cells;
+            long[] small = Measurements.unaryLatencies(channel, 16, warmupMillis(scale), calls(scale));
+            cells[Report.P50_16B] = Measurements.percentileMicros(small, 50);
+            cells[Report.P99_16B] = Measurements.percentileMicros(small, 99);
+            long[] page = Measurements.unaryLatencies(channel, 4096, warmupMillis(scale) / 2, calls(scale));
+            cells[Report.P50_4K] = Measurements.percentileMicros(page, 50);
+            cells[Report.P99_4K] = Measurements.percentileMicros(page, 99);
+            cells[Report.STREAM_4K] = stream(channel, 4096, streamBytes(scale));
+            cells[Report.STREAM_64K] = stream(channel, 64 << 10, streamBytes(scale));
+            cells[Report.STREAM_1M] = stream(channel, 1 << 20, streamBytes(scale));
             int bigCalls = Math.max(2, (int) (32 * scale));
             Measurements.largeUnary(channel, 8 << 20, Math.max(1, bigCalls / 4)); // warm-up
-            double[] big = new double[3];
-            for (int i = 0; i < big.length; i++) {
-                big[i] = Measurements.largeUnary(channel, 8 << 20, bigCalls);
-            }
-            row.unary8m = Measurements.median(big);
+            cells[Report.UNARY_8M] = Measurements.largeUnary(channel, 8 << 20, bigCalls);
             if (transport.isRdma()) {
                 RdmaCounters s = RdmaIoHandler.counters(serverGroup);
                 RdmaCounters c = RdmaIoHandler.counters(clientGroup);
@@ -124,14 +148,10 @@ public final class GrpcBenchmark {
         }
     }
 
-    /** The median MB/s of 3 server streams of {@code bytes} in messages of {@code size}, after one to warm up. */
+    /** MB/s of a server stream of {@code bytes} in messages of {@code size}, after a quarter of it to warm up. */
     private static double stream(io.grpc.Channel channel, int size, long bytes) {
         int count = (int) Math.max(4, bytes / size);
         Measurements.serverStream(channel, size, Math.max(4, count / 4));
-        double[] runs = new double[3];
-        for (int i = 0; i < runs.length; i++) {
-            runs[i] = Measurements.serverStream(channel, size, count);
-        }
-        return Measurements.median(runs);
+        return Measurements.serverStream(channel, size, count);
     }
 }

@@ -76,10 +76,4 @@ final class Measurements {
             throw new IllegalStateException("the echo is not the request");
         }
     }
-
-    static double median(double[] values) {
-        double[] v = values.clone();
-        Arrays.sort(v);
-        return v[v.length / 2];
-    }
 }
