@@ -17,11 +17,11 @@ import java.util.Objects;
 
 /**
  * Configures grpc-netty's builders for the RDMA transport: the RDMA channel classes, event loops whose
- * {@link RdmaIoHandler} runs them, the registered allocator (gRPC's messages, HTTP/2 frames included, are then
- * written from registered memory, which the transport sends without a copy; grpc-netty sets its own pooled allocator
- * otherwise), receive buffers that take a whole HTTP/2 DATA frame with its header, an HTTP/2 flow-control window
- * and an on-ready threshold that keep a stream's messages flowing while SENDs complete (docs/grpc.md has the
- * measurements behind each value).
+ * {@link RdmaIoHandler} runs them, the registered allocator (gRPC's messages and HTTP/2 frame headers are then
+ * written into registered memory; grpc-netty sets its own pooled allocator otherwise. The transport still copies
+ * them into its staging today: they reach it as slices, which it does not send from directly), and receive buffers that take a whole HTTP/2 DATA frame with its header. gRPC's own flow-control
+ * window (1 MiB, tuned by the client to the measured bandwidth-delay product) and on-ready threshold (32 KiB) are
+ * left as they are: larger ones measured no better (docs/grpc.md has the measurements behind each choice).
  *
  * <pre>{@code
  * EventLoopGroup group = RdmaGrpc.newEventLoopGroup(2, new RdmaIoHandlerConfig());
@@ -34,23 +34,11 @@ import java.util.Objects;
  */
 public final class RdmaGrpc {
     /**
-     * HTTP/2 flow-control window of each stream and connection, both ways: 4 MiB (gRPC's default is 1 MiB, with
-     * BDP-based growth on the client). Over RDMA the round trip that returns window updates is short, but each update
-     * is a message of its own; a larger window lets a stream of large messages go on while updates travel.
-     */
-    public static final int FLOW_CONTROL_WINDOW = 4 << 20;
-    /**
      * Bytes per receive buffer (the largest SEND the peer makes): an HTTP/2 DATA frame of gRPC's 16 KiB maximum
      * frame size, its 9-byte frame header and the transport's 4-byte header, rounded up to the allocator's size class
      * above. With the transport's default of 16 KiB every full DATA frame took two SENDs.
      */
     public static final int RECEIVE_BUFFER_SIZE = 32 << 10;
-    /**
-     * Bytes a call may have queued and still be ready for more (gRPC's default is 32 KiB), set on every call by
-     * interceptors ({@link OnReadyThreshold}); a server's handler can still set its own
-     * ({@code ServerCallStreamObserver.setOnReadyThreshold}), a client's call too ({@code CallOptions}).
-     */
-    public static final int ON_READY_THRESHOLD = 1 << 20;
     /** Receive buffers per connection: the peer's credits; with {@link #RECEIVE_BUFFER_SIZE}, 1 MiB per connection. */
     public static final int RECEIVE_BUFFER_COUNT = 32;
 
@@ -68,9 +56,7 @@ public final class RdmaGrpc {
 
     /**
      * A server on RDMA: {@link RdmaServerSocketChannel}, {@code group} for accepting and for the connections, the
-     * registered allocator, the receive buffers, the flow-control window and the on-ready threshold above (an
-     * interceptor: it overrides a threshold that interceptors added later set; a handler's own still wins). Returns
-     * {@code builder}.
+     * registered allocator and the receive buffers above. Returns {@code builder}.
      */
     public static NettyServerBuilder configure(NettyServerBuilder builder, EventLoopGroup group) {
         Objects.requireNonNull(group, "group");
@@ -80,15 +66,12 @@ public final class RdmaGrpc {
                 .withOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
                 .withChildOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
                 .withChildOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, RECEIVE_BUFFER_SIZE)
-                .withChildOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECEIVE_BUFFER_COUNT)
-                .flowControlWindow(FLOW_CONTROL_WINDOW)
-                .intercept(OnReadyThreshold.server(ON_READY_THRESHOLD));
+                .withChildOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECEIVE_BUFFER_COUNT);
     }
 
     /**
-     * A channel on RDMA: {@link RdmaSocketChannel} on {@code group}, the registered allocator, the receive buffers, the
-     * flow-control window and the on-ready threshold above (an interceptor). Returns {@code builder}; plaintext or
-     * TLS is still the caller's choice.
+     * A channel on RDMA: {@link RdmaSocketChannel} on {@code group}, the registered allocator and the receive buffers
+     * above. Returns {@code builder}; plaintext or TLS is still the caller's choice.
      */
     public static NettyChannelBuilder configure(NettyChannelBuilder builder, EventLoopGroup group) {
         Objects.requireNonNull(group, "group");
@@ -96,8 +79,6 @@ public final class RdmaGrpc {
                 .eventLoopGroup(group)
                 .withOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
                 .withOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, RECEIVE_BUFFER_SIZE)
-                .withOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECEIVE_BUFFER_COUNT)
-                .flowControlWindow(FLOW_CONTROL_WINDOW)
-                .intercept(OnReadyThreshold.client(ON_READY_THRESHOLD));
+                .withOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECEIVE_BUFFER_COUNT);
     }
 }
