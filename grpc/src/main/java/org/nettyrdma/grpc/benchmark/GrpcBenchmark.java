@@ -131,9 +131,11 @@ public final class GrpcBenchmark {
             if (transport.isRdma()) {
                 RdmaCounters s = RdmaIoHandler.counters(serverGroup);
                 RdmaCounters c = RdmaIoHandler.counters(clientGroup);
-                row.note = String.format(Locale.ROOT, "sent copied %.0f%%, SENDs avg %.0f B",
+                row.note = String.format(Locale.ROOT, "copied %.0f%%, SENDs %d of %.0f B on average, credit stalls %d",
                         100.0 * (s.copiedBytes() + c.copiedBytes()) / Math.max(1, s.bytesSent() + c.bytesSent()),
-                        (double) (s.bytesSent() + c.bytesSent()) / Math.max(1, s.messagesSent() + c.messagesSent()));
+                        s.messagesSent() + c.messagesSent(),
+                        (double) (s.bytesSent() + c.bytesSent()) / Math.max(1, s.messagesSent() + c.messagesSent()),
+                        s.creditStalls() + c.creditStalls());
             }
             return row;
         } finally {
