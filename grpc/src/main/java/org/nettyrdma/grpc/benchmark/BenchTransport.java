@@ -20,8 +20,9 @@ import org.nettyrdma.grpc.RdmaGrpc;
 /**
  * One row of the benchmark: how its event loops are made and how it configures gRPC's builders. {@code rdma} is
  * {@link RdmaGrpc}'s configuration; {@code rdma-plain} what a new user writes first (channel types and event loops
- * only: grpc-netty's own allocator, gRPC's default window, the transport's default receive buffers); {@code nio} and
- * {@code epoll} are Netty's TCP transports with gRPC's defaults.
+ * only: grpc-netty's own allocator, the transport's default receive buffers); {@code rdma-4m} and {@code rdma-ready}
+ * are {@code rdma} with a larger window or on-ready threshold (the alternatives measured before choosing);
+ * {@code nio} and {@code epoll} are Netty's TCP transports with gRPC's defaults.
  */
 enum BenchTransport {
     RDMA("rdma") {
@@ -33,6 +34,30 @@ enum BenchTransport {
         @Override
         NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
             return RdmaGrpc.configure(b, g);
+        }
+    },
+    /** RdmaGrpc's configuration with a 4 MiB HTTP/2 flow-control window (gRPC's default: 1 MiB, auto-tuned). */
+    RDMA_WINDOW("rdma-4m") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g).flowControlWindow(4 << 20);
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g).flowControlWindow(4 << 20);
+        }
+    },
+    /** RdmaGrpc's configuration with an on-ready threshold of 1 MiB on every call (gRPC's default: 32 KiB). */
+    RDMA_READY("rdma-ready") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g).intercept(OnReadyThresholds.server(1 << 20));
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g).intercept(OnReadyThresholds.client(1 << 20));
         }
     },
     RDMA_PLAIN("rdma-plain") {
@@ -76,7 +101,7 @@ enum BenchTransport {
     }
 
     boolean isRdma() {
-        return this == RDMA || this == RDMA_PLAIN;
+        return this != NIO && this != EPOLL;
     }
 
     /** One event loop, for a server or a client; RDMA loops on {@code provider}. */
@@ -103,6 +128,6 @@ enum BenchTransport {
                 return t;
             }
         }
-        throw new IllegalArgumentException("unknown transport " + label + " (rdma, rdma-plain, nio, epoll)");
+        throw new IllegalArgumentException("unknown transport " + label + " (rdma, rdma-plain, rdma-4m, rdma-ready, nio, epoll)");
     }
 }

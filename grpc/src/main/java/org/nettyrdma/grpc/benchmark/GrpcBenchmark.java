@@ -29,7 +29,7 @@ import java.util.concurrent.TimeUnit;
  * java -jar grpc/target/netty-rdma-grpc-0.1.0-SNAPSHOT-benchmark.jar [options] [address]
  *   address          an RDMA interface's IP: the native provider there (TCP rows on the same address);
  *                    none: 127.0.0.1 and the emulated provider
- *   --transports=L   comma-separated rows, default rdma,rdma-plain,nio,epoll
+ *   --transports=L   comma-separated rows, default rdma,rdma-plain,nio,epoll; also rdma-4m, rdma-ready
  *   --rounds=N       rounds (default 3): each runs every transport once; each cell is the median of the rounds
  *   --scale=S        run lengths times S (default 1; the VM uses less)
  * </pre>
@@ -44,7 +44,8 @@ public final class GrpcBenchmark {
         String address = null;
         double scale = 1;
         int rounds = 3;
-        List<BenchTransport> transports = new ArrayList<>(List.of(BenchTransport.values()));
+        List<BenchTransport> transports = new ArrayList<>(List.of(BenchTransport.RDMA,
+                BenchTransport.RDMA_PLAIN, BenchTransport.NIO, BenchTransport.EPOLL));
         for (String a : args) {
             if (a.startsWith("--transports=")) {
                 transports.clear();
