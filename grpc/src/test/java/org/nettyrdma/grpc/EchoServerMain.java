@@ -1,8 +1,11 @@
 package org.nettyrdma.grpc;
 
+import org.nettyrdma.testing.LeakRecorder;
+
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 
 /**
  * The Echo server in a JVM of its own, for {@link EchoServerProcess} (native provider, address and provider from the
@@ -40,6 +43,14 @@ public final class EchoServerMain {
                         System.out.println("unknown command " + line);
                 }
                 System.out.flush();
+            }
+        }
+        if (LeakRecorder.isInstalled()) {
+            LeakRecorder.collectLeaks();
+            List<LeakRecorder.Leak> leaks = LeakRecorder.takeLeaks();
+            if (!leaks.isEmpty()) {
+                System.out.println("the server leaked " + leaks.size() + " buffer(s): " + leaks);
+                System.exit(1);
             }
         }
     }

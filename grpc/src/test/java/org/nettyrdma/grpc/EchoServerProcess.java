@@ -9,6 +9,7 @@ import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -23,7 +24,7 @@ final class EchoServerProcess implements EchoServerUnderTest {
     private final Process process;
     private final PrintStream commands;
     private final BlockingQueue<String> answers = new LinkedBlockingQueue<>();
-    private final List<String> log = new ArrayList<>();
+    private final List<String> log = Collections.synchronizedList(new ArrayList<>());
     private volatile int port = -1;
 
     private EchoServerProcess(Process process) {
@@ -67,9 +68,7 @@ final class EchoServerProcess implements EchoServerUnderTest {
                         || line.startsWith("unknown command")) {
                     answers.add(line);
                 } else {
-                    synchronized (log) {
-                        log.add(line);
-                    }
+                    log.add(line);
                     System.out.println("[echo server process] " + line);
                 }
             }
@@ -132,6 +131,9 @@ final class EchoServerProcess implements EchoServerUnderTest {
             process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
             throw new AssertionError("the server process did not exit within " + GrpcTestSupport.promptMillis()
                     + " ms of the end of its input; output " + log);
+        }
+        if (process.exitValue() != 0) {
+            throw new AssertionError("the server process exited with " + process.exitValue() + "; output " + log);
         }
     }
 }

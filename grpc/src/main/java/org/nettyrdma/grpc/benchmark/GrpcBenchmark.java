@@ -64,8 +64,9 @@ public final class GrpcBenchmark {
         }
         String provider = address == null ? RdmaIoHandlerConfig.PROVIDER_EMULATED : RdmaIoHandlerConfig.PROVIDER_NATIVE;
         String host = address == null ? "127.0.0.1" : address;
-        System.out.println("gRPC " + io.grpc.netty.NettyServerBuilder.class.getPackage().getImplementationVersion()
-                + " (grpc-netty), Netty " + io.netty.util.Version.identify().get("netty-transport").artifactVersion()
+        String grpc = NettyServerBuilder.class.getPackage().getImplementationVersion();
+        System.out.println("grpc-netty " + (grpc == null ? "(version not in this jar's manifest)" : grpc)
+                + ", Netty " + nettyVersion()
                 + ", Java " + Runtime.version() + ", " + Runtime.getRuntime().availableProcessors() + " CPUs");
         System.out.println("RDMA: " + (address == null ? "emulated provider (in-process)"
                 + (Rdma.isAvailable() ? "" : " - native RDMA unavailable: " + Rdma.unavailabilityCause().getMessage())
@@ -89,6 +90,11 @@ public final class GrpcBenchmark {
         }
         System.out.println();
         System.out.println(Report.legend(calls(scale), warmupMillis(scale), streamBytes(scale), rounds));
+    }
+
+    private static String nettyVersion() {
+        io.netty.util.Version v = io.netty.util.Version.identify().get("netty-transport");
+        return v == null ? "(version unknown)" : v.artifactVersion();
     }
 
     private static long warmupMillis(double scale) {
