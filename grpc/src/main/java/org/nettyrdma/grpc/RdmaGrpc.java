@@ -1,0 +1,84 @@
+package org.nettyrdma.grpc;
+
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import org.nettyrdma.channel.RdmaByteBufAllocator;
+import org.nettyrdma.channel.RdmaChannelOption;
+import org.nettyrdma.channel.RdmaIoHandler;
+import org.nettyrdma.channel.RdmaIoHandlerConfig;
+import org.nettyrdma.channel.RdmaServerSocketChannel;
+import org.nettyrdma.channel.RdmaSocketChannel;
+
+import java.util.Objects;
+
+/**
+ * Configures grpc-netty's builders for the RDMA transport: the RDMA channel classes, event loops whose
+ * {@link RdmaIoHandler} runs them, the registered allocator (gRPC's messages and HTTP/2 frame headers are then
+ * written into registered memory; grpc-netty sets its own pooled allocator otherwise. The transport still copies
+ * them into its staging today: they reach it as slices, which it does not send from directly), and receive buffers that take a whole HTTP/2 DATA frame with its header. gRPC's own flow-control
+ * window (1 MiB, tuned by the client to the measured bandwidth-delay product) and on-ready threshold (32 KiB) are
+ * left as they are: larger ones measured no better (docs/grpc.md has the measurements behind each choice).
+ *
+ * <pre>{@code
+ * EventLoopGroup group = RdmaGrpc.newEventLoopGroup(2, new RdmaIoHandlerConfig());
+ * Server server = RdmaGrpc.configure(NettyServerBuilder.forAddress(address), group).addService(service).build();
+ * ManagedChannel channel = RdmaGrpc.configure(NettyChannelBuilder.forAddress(address), group).usePlaintext().build();
+ * }</pre>
+ *
+ * The caller owns the event loop group: gRPC does not shut down groups it was given, so shut it down after the
+ * servers and channels that use it have terminated.
+ */
+public final class RdmaGrpc {
+    /**
+     * Bytes per receive buffer (the largest SEND the peer makes): an HTTP/2 DATA frame of gRPC's 16 KiB maximum
+     * frame size, its 9-byte frame header and the transport's 4-byte header, rounded up to the allocator's size class
+     * above. With the transport's default of 16 KiB every full DATA frame took two SENDs.
+     */
+    public static final int RECEIVE_BUFFER_SIZE = 32 << 10;
+    /** Receive buffers per connection: the peer's credits; with {@link #RECEIVE_BUFFER_SIZE}, 1 MiB per connection. */
+    public static final int RECEIVE_BUFFER_COUNT = 32;
+
+    private RdmaGrpc() {
+    }
+
+    /**
+     * A group of {@code threads} RDMA event loops (daemon threads named {@code netty-rdma-grpc-*}) with
+     * {@code config}: what {@link #configure} gives the builders.
+     */
+    public static EventLoopGroup newEventLoopGroup(int threads, RdmaIoHandlerConfig config) {
+        return new MultiThreadIoEventLoopGroup(threads, new DefaultThreadFactory("netty-rdma-grpc", true),
+                RdmaIoHandler.newFactory(config));
+    }
+
+    /**
+     * A server on RDMA: {@link RdmaServerSocketChannel}, {@code group} for accepting and for the connections, the
+     * registered allocator and the receive buffers above. Returns {@code builder}.
+     */
+    public static NettyServerBuilder configure(NettyServerBuilder builder, EventLoopGroup group) {
+        Objects.requireNonNull(group, "group");
+        return builder.channelType(RdmaServerSocketChannel.class)
+                .bossEventLoopGroup(group)
+                .workerEventLoopGroup(group)
+                .withOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
+                .withChildOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
+                .withChildOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, RECEIVE_BUFFER_SIZE)
+                .withChildOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECEIVE_BUFFER_COUNT);
+    }
+
+    /**
+     * A channel on RDMA: {@link RdmaSocketChannel} on {@code group}, the registered allocator and the receive buffers
+     * above. Returns {@code builder}; plaintext or TLS is still the caller's choice.
+     */
+    public static NettyChannelBuilder configure(NettyChannelBuilder builder, EventLoopGroup group) {
+        Objects.requireNonNull(group, "group");
+        return builder.channelType(RdmaSocketChannel.class)
+                .eventLoopGroup(group)
+                .withOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
+                .withOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, RECEIVE_BUFFER_SIZE)
+                .withOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, RECEIVE_BUFFER_COUNT);
+    }
+}

@@ -1,0 +1,133 @@
+package org.nettyrdma.grpc.benchmark;
+
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import org.nettyrdma.channel.RdmaIoHandler;
+import org.nettyrdma.channel.RdmaIoHandlerConfig;
+import org.nettyrdma.channel.RdmaServerSocketChannel;
+import org.nettyrdma.channel.RdmaSocketChannel;
+import org.nettyrdma.grpc.RdmaGrpc;
+
+/**
+ * One row of the benchmark: how its event loops are made and how it configures gRPC's builders. {@code rdma} is
+ * {@link RdmaGrpc}'s configuration; {@code rdma-plain} what a new user writes first (channel types and event loops
+ * only: grpc-netty's own allocator, the transport's default receive buffers); {@code rdma-4m} and {@code rdma-ready}
+ * are {@code rdma} with a larger window or on-ready threshold (the alternatives measured before choosing);
+ * {@code nio} and {@code epoll} are Netty's TCP transports with gRPC's defaults.
+ */
+enum BenchTransport {
+    RDMA("rdma") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g);
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g);
+        }
+    },
+    /** RdmaGrpc's configuration with a 4 MiB HTTP/2 flow-control window (gRPC's default: 1 MiB, auto-tuned). */
+    RDMA_WINDOW("rdma-4m") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g).flowControlWindow(4 << 20);
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g).flowControlWindow(4 << 20);
+        }
+    },
+    /** RdmaGrpc's configuration with an on-ready threshold of 1 MiB on every call (gRPC's default: 32 KiB). */
+    RDMA_READY("rdma-ready") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g).intercept(OnReadyThresholds.server(1 << 20));
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return RdmaGrpc.configure(b, g).intercept(OnReadyThresholds.client(1 << 20));
+        }
+    },
+    RDMA_PLAIN("rdma-plain") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return b.channelType(RdmaServerSocketChannel.class).bossEventLoopGroup(g).workerEventLoopGroup(g);
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return b.channelType(RdmaSocketChannel.class).eventLoopGroup(g);
+        }
+    },
+    NIO("nio") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return b.channelType(NioServerSocketChannel.class).bossEventLoopGroup(g).workerEventLoopGroup(g);
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return b.channelType(NioSocketChannel.class).eventLoopGroup(g);
+        }
+    },
+    EPOLL("epoll") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return b.channelType(EpollServerSocketChannel.class).bossEventLoopGroup(g).workerEventLoopGroup(g);
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return b.channelType(EpollSocketChannel.class).eventLoopGroup(g);
+        }
+    };
+
+    final String label;
+
+    BenchTransport(String label) {
+        this.label = label;
+    }
+
+    boolean isRdma() {
+        return this != NIO && this != EPOLL;
+    }
+
+    /** One event loop, for a server or a client; RDMA loops on {@code provider}. */
+    EventLoopGroup newGroup(String name, String provider) {
+        DefaultThreadFactory threads = new DefaultThreadFactory(label + "-" + name, true);
+        switch (this) {
+            case NIO:
+                return new MultiThreadIoEventLoopGroup(1, threads, NioIoHandler.newFactory());
+            case EPOLL:
+                return new MultiThreadIoEventLoopGroup(1, threads, EpollIoHandler.newFactory());
+            default:
+                return new MultiThreadIoEventLoopGroup(1, threads,
+                        RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().setProvider(provider)));
+        }
+    }
+
+    abstract NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g);
+
+    abstract NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g);
+
+    static BenchTransport byLabel(String label) {
+        for (BenchTransport t : values()) {
+            if (t.label.equals(label)) {
+                return t;
+            }
+        }
+        throw new IllegalArgumentException("unknown transport " + label + " (rdma, rdma-plain, rdma-4m, rdma-ready, nio, epoll)");
+    }
+}

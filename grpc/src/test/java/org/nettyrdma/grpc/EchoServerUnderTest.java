@@ -1,0 +1,25 @@
+package org.nettyrdma.grpc;
+
+import java.net.InetSocketAddress;
+
+/** The Echo server the tests call: in this JVM (emulated provider) or in another one (native provider). */
+interface EchoServerUnderTest extends AutoCloseable {
+    InetSocketAddress address();
+
+    /** What the server's process holds now: its RDMA queue pairs, registered memory, threads and file descriptors. */
+    ResourceCounts counts() throws Exception;
+
+    /** gRPC's {@code shutdownNow()}, then waits for termination; returns how long that took, in ms. */
+    long shutdownNow() throws Exception;
+
+    /** gRPC's {@code shutdown()}: no new calls, the open ones go on. */
+    void shutdown() throws Exception;
+
+    /** Whether the server has terminated, within {@code millis}. */
+    boolean awaitTermination(long millis) throws Exception;
+
+    /** Starts the server the provider under test needs. */
+    static EchoServerUnderTest start() throws Exception {
+        return GrpcTestSupport.isNative() ? EchoServerProcess.start() : InProcessEchoServer.start();
+    }
+}
