@@ -61,6 +61,11 @@ public final class SparkNetworkConf {
         return this;
     }
 
+    /** The settings made so far (Spark's keys and values). */
+    public Map<String, String> settings() {
+        return Map.copyOf(settings);
+    }
+
     public TransportConf build() {
         return new TransportConf(MODULE, new MapConfigProvider(settings));
     }

@@ -1,0 +1,81 @@
+package org.nettyrdma.shuffle;
+
+import org.apache.spark.network.util.TransportConf;
+
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The shuffle services of a test over RDMA, one per executor of its shuffle, and the reducer's {@link ShuffleCluster}
+ * with them. On the emulated provider (in-process only) the services run in the test's JVM; on the native provider
+ * each runs in a process of its own ({@link ServerProcess}), as services run beside executors.
+ */
+final class ShuffleServices implements AutoCloseable {
+    private final ShuffleCluster cluster;
+    private final List<ServerProcess> processes;
+
+    private ShuffleServices(ShuffleCluster cluster, List<ServerProcess> processes) {
+        this.cluster = cluster;
+        this.processes = processes;
+    }
+
+    static ShuffleServices start(Security security, GeneratedShuffle shuffle) throws Exception {
+        SparkNetworkConf settings = ShuffleTestSupport.conf(security);
+        TransportConf conf = settings.build();
+        SharedSecret secret = security.authenticates() ? new SharedSecret(ShuffleTestSupport.SECRET) : null;
+        if (!ShuffleTestSupport.isNative()) {
+            return new ShuffleServices(ShuffleCluster.inProcess(conf, ShuffleTestSupport.APP_ID, secret,
+                    ShuffleTestSupport.rdma(), shuffle, ShuffleTestSupport.address(), 2, 2), List.of());
+        }
+        List<ServerProcess> processes = new ArrayList<>();
+        try {
+            List<String> args = new ArrayList<>();
+            args.add(security.name());
+            if (secret != null) {
+                args.add(ShuffleTestSupport.SECRET);
+            }
+            for (Map.Entry<String, String> e : settings.settings().entrySet()) {
+                args.add(e.getKey() + '=' + e.getValue());
+            }
+            List<InetSocketAddress> addresses = new ArrayList<>();
+            for (int i = 0; i < shuffle.executors().size(); i++) {
+                ServerProcess p = ServerProcess.start("rdma-native", ShuffleTestSupport.address(), args);
+                processes.add(p);
+                addresses.add(p.address());
+            }
+            return new ShuffleServices(ShuffleCluster.remote(conf, ShuffleTestSupport.APP_ID, secret,
+                    ShuffleTestSupport.rdma(), shuffle, addresses, 2), processes);
+        } catch (Exception e) {
+            for (ServerProcess p : processes) {
+                p.close();
+            }
+            throw e;
+        }
+    }
+
+    ShuffleCluster cluster() {
+        return cluster;
+    }
+
+    /**
+     * The service of executor {@code executor} goes away with fetches under way: its process killed (SIGKILL) on the
+     * native provider; in-process, its listener and connections closed at once.
+     */
+    void kill(int executor) throws InterruptedException {
+        if (processes.isEmpty()) {
+            cluster.servers().get(executor).dropConnections();
+        } else {
+            processes.get(executor).kill();
+        }
+    }
+
+    @Override
+    public void close() throws Exception {
+        cluster.close();
+        for (ServerProcess p : processes) {
+            p.close();
+        }
+    }
+}
