@@ -2,8 +2,14 @@ package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.ByteBufOutputStream;
+import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.FileRegion;
 
+import java.io.IOException;
+import java.nio.channels.Channels;
+import java.nio.channels.WritableByteChannel;
 import java.util.ArrayDeque;
 
 /**
@@ -13,17 +19,26 @@ import java.util.ArrayDeque;
  * the kernel copies into its send buffer, up to {@code SO_SNDBUF} bytes of whole writes. The channel's writes of all
  * these bytes succeed when they are taken; the connection sends the copies, then its FIN (docs/protocol.md,
  * "Closing"). Its head bytes are the posted ones, so the {@link DataPath}'s count of unsettled bytes keeps applying.
- * Event loop only.
+ * A {@link FileRegion}'s posted bytes are in staging already: stand-ins of their length keep the count; the rest of
+ * the region is copied like a buffer's. Event loop only.
  */
 final class CloseLinger {
+    /** Stands for bytes posted from staging: the data path skips posted bytes, so no byte of it is ever sent. */
+    private static final ByteBuf POSTED_STAND_IN =
+            Unpooled.unreleasableBuffer(Unpooled.wrappedBuffer(new byte[64 * 1024]).asReadOnly());
+
     private final ArrayDeque<ByteBuf> bufs = new ArrayDeque<>();
     private long bytes;
     // one take()
+    private FlushedMessages flushed;
     private long posted;
     private long copyLimit;
     private ByteBufAllocator alloc;
 
     private final ChannelOutboundBuffer.MessageProcessor taker = msg -> {
+        if (msg instanceof FileRegion) {
+            return takeRegion((FileRegion) msg);
+        }
         ByteBuf buf = (ByteBuf) msg;
         int index = buf.readerIndex();
         int n = buf.readableBytes();
@@ -49,13 +64,50 @@ final class CloseLinger {
         return true;
     };
 
+    private boolean takeRegion(FileRegion region) throws IOException {
+        long inFlight = Math.min(flushed.unsettled(region), posted);
+        posted -= inFlight;
+        bytes += inFlight;
+        while (inFlight > 0) {
+            int n = (int) Math.min(inFlight, POSTED_STAND_IN.capacity());
+            bufs.add(POSTED_STAND_IN.slice(0, n));
+            inFlight -= n;
+        }
+        long n = region.count() - region.transferred();
+        if (n == 0) {
+            return true;
+        }
+        if (n > copyLimit) {
+            return false;
+        }
+        ByteBuf copy = alloc.directBuffer((int) n);
+        try {
+            WritableByteChannel into = Channels.newChannel(new ByteBufOutputStream(copy));
+            while (region.transferred() < region.count()) {
+                if (region.transferTo(into, region.transferred()) <= 0) {
+                    throw new IOException("FileRegion " + region.getClass().getName() + " made no progress at "
+                            + region.transferred() + " of " + region.count());
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            copy.release();
+            throw e;
+        }
+        bufs.add(copy);
+        bytes += n;
+        copyLimit -= n;
+        return true;
+    }
+
     /**
      * Takes the flushed messages of {@code out}: its first {@code postedBytes} bytes (in flight) retained, then whole
      * writes copied into buffers of {@code alloc} while they add up to at most {@code maxCopied} bytes. Returns the
      * bytes taken, even if it failed part-way (the caller removes them from {@code out}: their writes succeed).
      */
-    long take(ChannelOutboundBuffer out, long postedBytes, long maxCopied, ByteBufAllocator alloc) {
+    long take(ChannelOutboundBuffer out, FlushedMessages flushed, long postedBytes, long maxCopied,
+              ByteBufAllocator alloc) {
         long before = bytes;
+        this.flushed = flushed;
         posted = postedBytes;
         copyLimit = maxCopied;
         this.alloc = alloc;
@@ -65,6 +117,7 @@ final class CloseLinger {
             // no memory for a copy: what was taken goes out, the writes not taken fail (Netty fails them at close)
         } finally {
             this.alloc = null;
+            this.flushed = null;
         }
         return bytes - before;
     }

@@ -98,8 +98,8 @@ final class ConnectionResources {
     }
 
     /** The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known). */
-    SendQueue openSendQueue(CreditWindow credits, int messageSize) throws VerbsException {
-        sends = new SendQueue(qp, queues.pd, credits, config, ch.counters(), handler.counters(), wrIdBase, sqDepth,
+    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize) throws VerbsException {
+        sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase, sqDepth,
                 maxSge, maxInline, messageSize);
         count(0, (long) messageSize * sqDepth);
         return sends;

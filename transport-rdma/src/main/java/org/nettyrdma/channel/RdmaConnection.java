@@ -54,6 +54,7 @@ final class RdmaConnection {
     private final ConnectionResources res;
     private final ReceiveQueue recv;
     private final CreditWindow credits;
+    private final FlushedMessages flushed = new FlushedMessages();
     /** Set when the peer's handshake is known. */
     private DataPath sends;
     /** What the end of output still sends: flushed writes not posted when the channel closed. */
@@ -184,7 +185,7 @@ final class RdmaConnection {
         }
         // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
         // side allocates (staging is sqDepth sends of this size)
-        sends = res.openSendQueue(credits, Math.min(p.receiveBufferSize, res.recvSize));
+        sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize));
         // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
         if (ch.parent() == null) {
             set(SEND_OPEN);
@@ -477,7 +478,7 @@ final class RdmaConnection {
                 // bytes of this send are gone, or the bytes still in flight would be counted wrong
                 set(REMOVING);
                 try {
-                    out.removeBytes(n);
+                    flushed.remove(out, n);
                 } finally {
                     clear(REMOVING);
                 }
@@ -508,8 +509,9 @@ final class RdmaConnection {
         linger = new CloseLinger();
         set(REMOVING);
         try {
-            long taken = linger.take(out, sends.unsettledBytes(), config.getSendBufferSize(), config.getAllocator());
-            out.removeBytes(taken);
+            long taken = linger.take(out, flushed, sends.unsettledBytes(), config.getSendBufferSize(),
+                    config.getAllocator());
+            flushed.remove(out, taken);
         } finally {
             clear(REMOVING | FLUSH_AFTER_REMOVE); // a write now goes to Netty's closed buffer and fails there
         }

@@ -8,6 +8,7 @@ import io.netty.channel.ChannelPipeline;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
+import io.netty.channel.FileRegion;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.util.internal.logging.InternalLogger;
@@ -284,11 +285,11 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         if (conn != null && conn.isCloseRequested()) {
             throw new ClosedChannelException(); // close() was called: it waits for sends in flight, takes no more
         }
-        if (msg instanceof ByteBuf) {
+        if (msg instanceof ByteBuf || msg instanceof FileRegion) {
             return msg;
         }
         throw new UnsupportedOperationException("unsupported message type: " + msg.getClass().getName()
-                + " (RDMA channels write ByteBufs)");
+                + " (RDMA channels write ByteBufs and FileRegions)");
     }
 
     @Override

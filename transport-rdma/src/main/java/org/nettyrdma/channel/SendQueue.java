@@ -2,6 +2,7 @@ package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.FileRegion;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.MemoryRegion;
@@ -14,13 +15,15 @@ import org.nettyrdma.verbs.WrOpcode;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.WritableByteChannel;
 
 /**
  * Protocol v1's data path (docs/protocol.md, "Sending"): flushed bytes become SENDs of at most the message size, one
  * per credit, posted in chains of at most 32. SGE 0 of each SEND is its slot of registered staging memory, holding
  * the header and the bytes of small or unregistered buffers (copied); registered buffers of at least the zero-copy
  * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. Each SEND
- * is signalled; its completion settles its payload bytes. Allocates nothing per message. Event loop only.
+ * is signalled; its completion settles its payload bytes. A {@link FileRegion}'s bytes are copied into staging by its
+ * {@code transferTo}. Allocates nothing per message. Event loop only.
  */
 final class SendQueue implements DataPath {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
@@ -30,6 +33,7 @@ final class SendQueue implements DataPath {
     private final QueuePair qp;
     private final ProtectionDomain pd;
     private final CreditWindow credits;
+    private final FlushedMessages flushed;
     private final RdmaSocketChannelConfig config;
     private final RdmaCounters counters;
     private final RdmaCounters loopCounters;
@@ -46,6 +50,7 @@ final class SendQueue implements DataPath {
     /** Payload bytes each slot's SEND carries, settled at its completion (0: a control message). */
     private final long[] slotBytes;
     private final Builder builder = new Builder();
+    private final StagingWriter stagingWriter = new StagingWriter();
     private int inUse;
     private int next;
     private long unsettledBytes;
@@ -54,12 +59,13 @@ final class SendQueue implements DataPath {
      * A queue of {@code depth} SENDs of at most {@code messageSize} bytes on {@code qp} (work request ids
      * {@code wrIdBase | slot}), with its staging memory registered in {@code pd}.
      */
-    SendQueue(QueuePair qp, ProtectionDomain pd, CreditWindow credits, RdmaSocketChannelConfig config,
-              RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase, int depth, int maxSge, int maxInline,
+    SendQueue(QueuePair qp, ProtectionDomain pd, CreditWindow credits, FlushedMessages flushed,
+              RdmaSocketChannelConfig config, RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase, int depth, int maxSge, int maxInline,
               int messageSize) throws VerbsException {
         this.qp = qp;
         this.pd = pd;
         this.credits = credits;
+        this.flushed = flushed;
         this.config = config;
         this.counters = counters;
         this.loopCounters = loopCounters;
@@ -88,13 +94,15 @@ final class SendQueue implements DataPath {
     @Override
     public boolean send(ChannelOutboundBuffer in) throws Exception {
         if (unsettledBytes == 0) {
-            in.removeBytes(0); // drops empty buffers at the head
+            flushed.remove(in, 0); // drops empty messages at the head
         }
         do {
             builder.start(unsettledBytes);
-            in.forEachFlushedMessage(builder);
-            builder.finish();
-            post(builder.count);
+            try {
+                in.forEachFlushedMessage(builder);
+            } finally {
+                postBuilt(); // a FileRegion that failed part-way: the sends built before it go out
+            }
         } while (builder.listFull);
         return countStall();
     }
@@ -103,11 +111,18 @@ final class SendQueue implements DataPath {
     public boolean send(CloseLinger linger) throws Exception {
         do {
             builder.start(unsettledBytes);
-            linger.forEach(builder);
-            builder.finish();
-            post(builder.count);
+            try {
+                linger.forEach(builder);
+            } finally {
+                postBuilt();
+            }
         } while (builder.listFull);
         return countStall();
+    }
+
+    private void postBuilt() throws IOException {
+        builder.finish();
+        post(builder.count);
     }
 
     private boolean countStall() {
@@ -190,6 +205,8 @@ final class SendQueue implements DataPath {
         private boolean building;
         private int slot;
         private int payload;
+        /** Bytes of the flushed messages the SEND settles: its payload, but a FileRegion counts what it transferred. */
+        private long settles;
         private int copied;
         private int sges;
 
@@ -202,8 +219,11 @@ final class SendQueue implements DataPath {
         }
 
         @Override
-        public boolean processMessage(Object msg) {
-            ByteBuf buf = (ByteBuf) msg;
+        public boolean processMessage(Object msg) throws IOException {
+            return msg instanceof ByteBuf ? processBuf((ByteBuf) msg) : processRegion((FileRegion) msg);
+        }
+
+        private boolean processBuf(ByteBuf buf) {
             int index = buf.readerIndex();
             int readable = buf.readableBytes();
             if (skip >= readable) {
@@ -247,8 +267,62 @@ final class SendQueue implements DataPath {
                     continue;
                 }
                 payload += n;
+                settles += n;
                 index += n;
                 readable -= n;
+            }
+            return true;
+        }
+
+        /**
+         * Copies a FileRegion's bytes after those posted into staging, SEND by SEND. Its posted bytes are those it
+         * {@linkplain FileRegion#transferred() transferred} and not settled: the skipped ones.
+         */
+        private boolean processRegion(FileRegion region) throws IOException {
+            long unsettled = flushed.unsettled(region);
+            if (skip >= unsettled) {
+                skip -= unsettled;
+                return true;
+            }
+            skip = 0;
+            long count = region.count();
+            long position;
+            while ((position = region.transferred()) < count) {
+                if (!building && !begin()) {
+                    return false;
+                }
+                int room = messageSize - RdmaProtocol.HEADER_LENGTH - payload;
+                if (room == 0 || sges > 1) {
+                    end(); // copied bytes go in staging, before a SEND's zero-copy SGEs
+                    continue;
+                }
+                int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
+                stagingView.limit(at + (int) Math.min(room, count - position)).position(at);
+                int n;
+                long advanced;
+                try {
+                    region.transferTo(stagingWriter, position);
+                } finally {
+                    // what reached staging is sent, also when transferTo failed part-way; the region's progress is
+                    // what its transferred() says, as every Netty transport takes it
+                    n = stagingView.position() - at;
+                    advanced = region.transferred() - position;
+                    stagingView.clear();
+                    if (n > 0 && advanced > 0) {
+                        copied += n;
+                        payload += n;
+                        settles += advanced;
+                        counters.copies++;
+                        counters.copiedBytes += n;
+                        loopCounters.copies++;
+                        loopCounters.copiedBytes += n;
+                    }
+                }
+                if (n == 0 || advanced <= 0) {
+                    throw new IOException("FileRegion " + region.getClass().getName() + " made no progress at "
+                            + position + " of " + count + " (wrote " + n + " bytes into " + room + " bytes of room, "
+                            + "transferred() moved by " + advanced + ")");
+                }
             }
             return true;
         }
@@ -274,6 +348,7 @@ final class SendQueue implements DataPath {
             }
             slot = next;
             payload = 0;
+            settles = 0;
             copied = 0;
             sges = 1;
             wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, SendFlags.SIGNALED)
@@ -290,8 +365,8 @@ final class SendQueue implements DataPath {
             if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
                 wrs.sendFlags(count, SendFlags.SIGNALED | SendFlags.INLINE);
             }
-            slotBytes[slot] = payload;
-            unsettledBytes += payload;
+            slotBytes[slot] = settles;
+            unsettledBytes += settles;
             occupy();
             count++;
             building = false;
@@ -301,10 +376,38 @@ final class SendQueue implements DataPath {
             loopCounters.bytesSent += payload;
         }
 
+        /** Ends the SEND being built; one with no payload yet (its first bytes failed) is dropped, not posted. */
         void finish() {
             if (building) {
-                end();
+                if (payload > 0) {
+                    end();
+                } else {
+                    building = false;
+                }
             }
+        }
+    }
+
+    /** Takes what a FileRegion transfers into the staging view's room (position to limit). Allocates nothing. */
+    private final class StagingWriter implements WritableByteChannel {
+        @Override
+        public int write(ByteBuffer src) {
+            int n = Math.min(src.remaining(), stagingView.remaining());
+            int limit = src.limit();
+            src.limit(src.position() + n);
+            stagingView.put(src);
+            src.limit(limit);
+            return n;
+        }
+
+        @Override
+        public boolean isOpen() {
+            return true;
+        }
+
+        @Override
+        public void close() {
+            // staging outlives any region
         }
     }
 }

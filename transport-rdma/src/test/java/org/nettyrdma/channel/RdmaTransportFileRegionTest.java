@@ -1,0 +1,304 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.DefaultFileRegion;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.FileRegion;
+import io.netty.util.AbstractReferenceCounted;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.ByteBuffer;
+import java.nio.channels.WritableByteChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * {@link FileRegion} writes as file servers, HTTP static files and Spark's shuffle send them: {@link DefaultFileRegion}
+ * and custom regions mixed with buffers, arriving whole and in order; a close right after the write; a region that
+ * fails part-way. Netty's own {@code SocketFileRegionTest} runs in the testsuite package.
+ */
+class RdmaTransportFileRegionTest {
+    private static final int FILE_BYTES = 3 << 20;
+    private EventLoopGroup serverGroup;
+    private EventLoopGroup clientGroup;
+    private byte[] content;
+    private Path file;
+
+    @TempDir
+    Path dir;
+
+    @BeforeEach
+    void setUp() throws IOException {
+        serverGroup = RdmaTestSupport.newGroup(1, "region-server");
+        clientGroup = RdmaTestSupport.newGroup(1, "region-client");
+        content = new byte[FILE_BYTES];
+        new Random(42).nextBytes(content);
+        file = dir.resolve("content.bin");
+        Files.write(file, content);
+    }
+
+    @AfterEach
+    void tearDown() throws InterruptedException {
+        RdmaTestSupport.shutdown(clientGroup, serverGroup);
+    }
+
+    /** Collects what a connection receives until it ends. */
+    private static final class Collector extends ChannelInboundHandlerAdapter {
+        final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        final CompletableFuture<byte[]> done = new CompletableFuture<>();
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf buf = (ByteBuf) msg;
+            synchronized (bytes) {
+                byte[] b = new byte[buf.readableBytes()];
+                buf.readBytes(b);
+                bytes.write(b, 0, b.length);
+            }
+            buf.release();
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            synchronized (bytes) {
+                done.complete(bytes.toByteArray());
+            }
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            ctx.close();
+        }
+    }
+
+    private Channel server(Collector collector, ExceptionRecorder errors) throws InterruptedException {
+        return RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(collector, errors);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+    }
+
+    private Channel client(Channel server) throws InterruptedException {
+        return RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter())
+                .connect(server.localAddress()).sync().channel();
+    }
+
+    private DefaultFileRegion fileRegion(long position, long count) throws IOException {
+        return new DefaultFileRegion(new RandomAccessFile(file.toFile(), "r").getChannel(), position, count);
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void buffersFileRegionsAndCustomRegionsArriveWholeAndInOrder() throws Exception {
+        Collector collector = new Collector();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        Channel server = server(collector, errors);
+        Channel client = client(server);
+        Random random = new Random(7);
+        ByteArrayOutputStream expected = new ByteArrayOutputStream();
+        List<ChannelFuture> writes = new ArrayList<>();
+        List<FileRegion> regions = new ArrayList<>();
+        int[] sizes = {0, 1, 100, 16_379, 16_380, 16_381, 65_536, 200_000, 1 << 20};
+        for (int i = 0; i < 60; i++) {
+            int size = sizes[random.nextInt(sizes.length)];
+            int position = random.nextInt(FILE_BYTES - size + 1);
+            Object msg;
+            switch (random.nextInt(3)) {
+                case 0:
+                    msg = Unpooled.wrappedBuffer(content, position, size);
+                    break;
+                case 1:
+                    msg = fileRegion(position, size);
+                    break;
+                default:
+                    // transfers at most 777 bytes a call, as a region over a slow source might
+                    msg = new ArrayRegion(content, position, size, 777, Integer.MAX_VALUE);
+                    break;
+            }
+            if (msg instanceof FileRegion) {
+                regions.add((FileRegion) msg);
+            }
+            expected.write(content, position, size);
+            writes.add(random.nextInt(4) == 0 ? client.writeAndFlush(msg) : client.write(msg));
+        }
+        client.flush();
+        RdmaTestSupport.awaitAll(writes, 30_000, "the writes");
+        for (ChannelFuture f : writes) {
+            assertTrue(f.isSuccess(), () -> "write failed: " + RdmaTestSupport.describe(f.cause()));
+        }
+        client.close().sync();
+        byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
+                () -> collector.bytes.size() + " bytes received");
+        assertEquals(expected.size(), got.length, "bytes received");
+        assertArrayEquals(expected.toByteArray(), got, "the bytes received, in order");
+        for (FileRegion r : regions) {
+            assertEquals(0, r.refCnt(), "a completed region is released");
+        }
+        assertTrue(errors.exceptions.isEmpty(), () -> "server exceptions: " + errors.exceptions);
+        server.close().sync();
+    }
+
+    /** As over TCP: a close right after the write sends the region when it fits the send buffer, else fails it. */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void closeRightAfterAFileRegionSendsItWithinTheSendBufferOrFailsIt() throws Exception {
+        // the first fits in SO_SNDBUF (2 MiB); of the second at most a send window is posted when the close comes
+        for (int count : new int[] {(1 << 20) + 5, FILE_BYTES}) {
+            Collector collector = new Collector();
+            ExceptionRecorder errors = new ExceptionRecorder();
+            Channel server = server(collector, errors);
+            Channel client = client(server);
+            client.config().setOption(ChannelOption.SO_SNDBUF, 2 << 20);
+            DefaultFileRegion region = fileRegion(11, count);
+            ChannelFuture write = client.writeAndFlush(region);
+            client.close();
+            assertTrue(write.await(30, TimeUnit.SECONDS), "the write completes");
+            byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
+                    () -> collector.bytes.size() + " bytes received");
+            byte[] sent = Arrays.copyOfRange(content, 11, 11 + count);
+            if (count <= (2 << 20)) {
+                assertTrue(write.isSuccess(), () -> "a region that fits in SO_SNDBUF fails: "
+                        + RdmaTestSupport.describe(write.cause()));
+                assertArrayEquals(sent, got, "a region whose write succeeded arrives whole");
+            } else {
+                assertFalse(write.isSuccess(), "a region larger than SO_SNDBUF, closed right after its write");
+                assertTrue(got.length < count, "a failed write did not arrive whole");
+                assertArrayEquals(Arrays.copyOf(sent, got.length), got, "what arrived of a failed write is its start");
+            }
+            assertEquals(0, region.refCnt(), "the region is released");
+            assertTrue(errors.exceptions.isEmpty(), () -> "server exceptions: " + errors.exceptions);
+            server.close().sync();
+        }
+    }
+
+    /** A region that throws part-way: its write fails with that cause, the channel closes, what came first arrives. */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aRegionThatFailsPartWayFailsItsWriteAndClosesTheChannel() throws Exception {
+        Collector collector = new Collector();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        Channel server = server(collector, errors);
+        Channel client = client(server);
+        ChannelFuture first = client.write(Unpooled.wrappedBuffer(content, 0, 1000));
+        ArrayRegion failing = new ArrayRegion(content, 1000, 500_000, 4096, 100_000);
+        ChannelFuture broken = client.write(failing);
+        ChannelFuture after = client.writeAndFlush(Unpooled.wrappedBuffer(content, 501_000, 1000));
+        assertTrue(after.await(30, TimeUnit.SECONDS), "the write after the failing region completes");
+        assertTrue(first.isSuccess(), () -> "the write before: " + RdmaTestSupport.describe(first.cause()));
+        assertFalse(broken.isSuccess(), "the failing region's write");
+        assertFalse(after.isSuccess(), "the write after a failed region");
+        assertTrue(client.closeFuture().await(10, TimeUnit.SECONDS), "the client closes");
+        byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
+                () -> collector.bytes.size() + " bytes received");
+        assertTrue(got.length >= 1000 && got.length <= 1000 + 100_000, "bytes received: " + got.length);
+        assertArrayEquals(Arrays.copyOf(content, got.length), got, "what arrived is the stream's start");
+        assertEquals(0, failing.refCnt(), "the failed region is released");
+        server.close().sync();
+    }
+
+    /** A custom region over an array: at most {@code perCall} bytes a transferTo, an IOException at {@code failAt}. */
+    private static final class ArrayRegion extends AbstractReferenceCounted implements FileRegion {
+        private final byte[] data;
+        private final int offset;
+        private final int count;
+        private final int perCall;
+        private final int failAt;
+        private long transferred;
+
+        ArrayRegion(byte[] data, int offset, int count, int perCall, int failAt) {
+            this.data = data;
+            this.offset = offset;
+            this.count = count;
+            this.perCall = perCall;
+            this.failAt = failAt;
+        }
+
+        @Override
+        public long position() {
+            return 0;
+        }
+
+        @Override
+        @Deprecated
+        public long transfered() {
+            return transferred;
+        }
+
+        @Override
+        public long transferred() {
+            return transferred;
+        }
+
+        @Override
+        public long count() {
+            return count;
+        }
+
+        @Override
+        public long transferTo(WritableByteChannel target, long position) throws IOException {
+            assertEquals(transferred, position, "transferTo position");
+            if (position >= failAt) {
+                throw new IOException("the source failed at " + position);
+            }
+            int n = (int) Math.min(perCall, Math.min(count - position, failAt - position));
+            int written = target.write(ByteBuffer.wrap(data, offset + (int) position, n));
+            transferred += written;
+            return written;
+        }
+
+        @Override
+        public FileRegion retain() {
+            super.retain();
+            return this;
+        }
+
+        @Override
+        public FileRegion retain(int increment) {
+            super.retain(increment);
+            return this;
+        }
+
+        @Override
+        public FileRegion touch() {
+            return this;
+        }
+
+        @Override
+        public FileRegion touch(Object hint) {
+            return this;
+        }
+
+        @Override
+        protected void deallocate() {
+        }
+    }
+}
