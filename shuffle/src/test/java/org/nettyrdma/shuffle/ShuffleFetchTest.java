@@ -13,7 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * processes of their own on the native one.
  */
 class ShuffleFetchTest {
-    private static final long TIMEOUT_SECONDS = 300;
+    private static final long TIMEOUT_SECONDS = 120;
 
     @Test
     void sparkDefaultsFetchEveryBlockIntact() throws Exception {
