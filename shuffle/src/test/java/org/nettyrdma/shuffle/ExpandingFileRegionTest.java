@@ -13,6 +13,7 @@ import java.util.Arrays;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -64,7 +65,7 @@ class ExpandingFileRegionTest {
             byte[] got;
             try {
                 got = done.get(10, TimeUnit.SECONDS);
-            } catch (java.util.concurrent.TimeoutException e) {
+            } catch (TimeoutException e) {
                 got = received.toByteArray();
             }
             assertArrayEquals(expected, got, transport + ": " + got.length + " of " + expected.length
