@@ -6,6 +6,7 @@ import org.apache.spark.network.shuffle.BlockFetchingListener;
 import org.apache.spark.network.shuffle.OneForOneBlockFetcher;
 import org.apache.spark.network.util.TransportConf;
 
+import java.io.IOException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,7 +20,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Fetches every block of a shuffle as reducers do, with Spark's own fetch protocol: requests of
  * {@code blocksPerRequest} blocks, each a {@link OneForOneBlockFetcher} (a {@code FetchShuffleBlocks} RPC, then one
  * chunk fetch per block), on the connections to the executor that holds the blocks' map outputs, each connection
- * keeping {@code requestsInFlight} requests under way. Every delivered block is checked ({@link BlockVerifier}).
+ * keeping {@code requestsInFlight} requests under way. Every delivered block is checked ({@link BlockVerifier}). A
+ * request due on a connection that has closed is not sent: its blocks fail at once with an {@link IOException}.
  */
 public final class ShuffleFetcher {
     private final TransportConf conf;
@@ -119,6 +121,15 @@ public final class ShuffleFetcher {
                     }
                 }
             };
+            if (!client.isActive()) {
+                // what Spark's fetcher would report (and log at ERROR, once per request) on a closed connection
+                IOException closed = new IOException("connection to " + client.getSocketAddress()
+                        + " closed before the request was sent");
+                for (String id : blockIds) {
+                    listener.onBlockFetchFailure(id, closed);
+                }
+                return;
+            }
             try {
                 new OneForOneBlockFetcher(client, appId, execId, blockIds, listener, conf).start();
             } catch (RuntimeException e) {
