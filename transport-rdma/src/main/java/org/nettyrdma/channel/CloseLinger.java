@@ -28,8 +28,11 @@ final class CloseLinger {
             Unpooled.unreleasableBuffer(Unpooled.wrappedBuffer(new byte[64 * 1024]).asReadOnly());
 
     private final ArrayDeque<ByteBuf> bufs = new ArrayDeque<>();
+    /** Bytes of {@link #bufs}: what the data path still sends or waits to settle. */
     private long bytes;
     // one take()
+    /** Bytes of the outbound buffer's messages taken (a region counts what it transferred, not what it wrote). */
+    private long taken;
     private FlushedMessages flushed;
     private long posted;
     private long copyLimit;
@@ -46,6 +49,7 @@ final class CloseLinger {
             int inFlight = (int) Math.min(n, posted);
             bufs.add(buf.retainedSlice(index, inFlight)); // a posted SEND may still read this memory
             bytes += inFlight;
+            taken += inFlight;
             posted -= inFlight;
             index += inFlight;
             n -= inFlight;
@@ -60,6 +64,7 @@ final class CloseLinger {
         copy.writeBytes(buf, index, n);
         bufs.add(copy);
         bytes += n;
+        taken += n;
         copyLimit -= n;
         return true;
     };
@@ -68,6 +73,7 @@ final class CloseLinger {
         long inFlight = Math.min(flushed.unsettled(region), posted);
         posted -= inFlight;
         bytes += inFlight;
+        taken += inFlight;
         while (inFlight > 0) {
             int n = (int) Math.min(inFlight, POSTED_STAND_IN.capacity());
             bufs.add(POSTED_STAND_IN.slice(0, n));
@@ -84,9 +90,12 @@ final class CloseLinger {
         try {
             WritableByteChannel into = Channels.newChannel(new ByteBufOutputStream(copy));
             while (region.transferred() < region.count()) {
-                if (region.transferTo(into, region.transferred()) <= 0) {
+                long position = region.transferred();
+                int written = copy.writerIndex();
+                region.transferTo(into, position);
+                if (region.transferred() == position && copy.writerIndex() == written) {
                     throw new IOException("FileRegion " + region.getClass().getName() + " made no progress at "
-                            + region.transferred() + " of " + region.count());
+                            + position + " of " + region.count());
                 }
             }
         } catch (IOException | RuntimeException e) {
@@ -94,8 +103,9 @@ final class CloseLinger {
             throw e;
         }
         bufs.add(copy);
-        bytes += n;
-        copyLimit -= n;
+        bytes += copy.readableBytes(); // a region may write more than it counts
+        taken += n;
+        copyLimit -= copy.readableBytes();
         return true;
     }
 
@@ -106,7 +116,7 @@ final class CloseLinger {
      */
     long take(ChannelOutboundBuffer out, FlushedMessages flushed, long postedBytes, long maxCopied,
               ByteBufAllocator alloc) {
-        long before = bytes;
+        taken = 0;
         this.flushed = flushed;
         posted = postedBytes;
         copyLimit = maxCopied;
@@ -119,7 +129,7 @@ final class CloseLinger {
             this.alloc = null;
             this.flushed = null;
         }
-        return bytes - before;
+        return taken;
     }
 
     /** Bytes still to send or in flight. */

@@ -50,7 +50,6 @@ final class ConnectionResources {
         this.handler = handler;
         config = ch.config();
         wrIdBase = (long) registrationId << 32;
-        queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe());
         DeviceAttributes limits = id.device().attributes();
         recvSize = config.getRdmaReceiveBufferSize();
         recvCount = config.getRdmaReceiveBufferCount();
@@ -59,7 +58,8 @@ final class ConnectionResources {
         maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
         maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
         reservedCqEntries = sqDepth + recvCount;
-        queues.reserve(reservedCqEntries);
+        // the QP's queue depths are reserved in the completion queue, so that it can never overrun
+        queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
         QueuePair createdQp = null;
         ReceiveQueue receives = null;
         boolean ok = false;
@@ -113,6 +113,8 @@ final class ConnectionResources {
         RdmaCounters l = handler.counters();
         l.queuePairs += queuePairs;
         l.registeredBytes += bytes;
+        c.publish();
+        l.publish();
     }
 
     private boolean closeQp(QueuePair qp) {

@@ -26,10 +26,19 @@ interface DataPath {
     /** Posts a header-only message (CREDIT or FIN) now; the caller checked {@link #hasRoom()} and the credits. */
     void sendControl(int type) throws IOException;
 
+    /** Whether the last {@link #send(ChannelOutboundBuffer)} stopped before the end for want of credits or room. */
+    boolean waitsForRoom();
+
     /** Whether a work request can be posted now (the send queue has room). */
     boolean hasRoom();
 
-    /** Send {@code slot} completed (successfully or not): the payload bytes it carried, 0 for a control message. */
+    /** Whether send {@code slot} carries a control message (no payload). */
+    boolean isControl(int slot);
+
+    /**
+     * Send {@code slot} completed (successfully or not), and with it the unsignalled sends posted before it: the
+     * payload bytes they carried (0 for control messages).
+     */
     long complete(int slot);
 
     /** {@code bytes} that {@link #complete} reported were removed from the outbound buffer (or the close's linger). */

@@ -46,6 +46,10 @@ final class RdmaConnection {
     private static final int DESTROYED = 1 << 10;
     /** close() waits for the sends in flight to complete before the channel closes. */
     private static final int CLOSE_REQUESTED = 1 << 11;
+    /** Flushed bytes wait for credits, a send-queue slot or the send side to open: the end of a batch flushes. */
+    private static final int SEND_BLOCKED = 1 << 12;
+    /** Queued for {@link #onBatchComplete()} in the current batch ({@link RdmaIoHandler#touch} once per batch). */
+    private static final int TOUCHED = 1 << 13;
 
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
@@ -301,7 +305,7 @@ final class RdmaConnection {
                 repostQuietly(slot);
                 break;
         }
-        handler.touch(unsafe);
+        touch();
     }
 
     private void countReceived(int payload) {
@@ -372,8 +376,18 @@ final class RdmaConnection {
         maybeReturnCredits();
     }
 
+    /** Asks for {@link #onBatchComplete()} at the end of the current batch, once. */
+    private void touch() {
+        if (!is(TOUCHED)) {
+            set(TOUCHED);
+            handler.touch(unsafe);
+        }
+    }
+
     /** The end of a batch of completions that touched this connection: read, send and close as they allow. */
     void onBatchComplete() {
+        clear(TOUCHED);
+        ch.counters().publish();
         if (ch.isConnecting()) {
             return; // data that beat ESTABLISHED waits for it (onEstablished comes back here)
         }
@@ -395,9 +409,8 @@ final class RdmaConnection {
         if (is(FIN_PENDING)) {
             sendFin();
         }
-        ChannelOutboundBuffer out = unsafe.outboundBuffer();
-        if (out != null && !out.isEmpty() && ch.isActive()) {
-            unsafe.flush0();
+        if (is(SEND_BLOCKED) && sends != null && sends.hasRoom() && credits.canSendData() && ch.isActive()) {
+            unsafe.flush0(); // only when flushed bytes wait and can move: a flush walks the messages in flight
         }
         maybeReturnCredits();
         if (is(CLOSING)) {
@@ -421,9 +434,15 @@ final class RdmaConnection {
             return;
         }
         if (!is(SEND_OPEN) || is(CLOSING | CLOSE_REQUESTED)) {
+            set(SEND_BLOCKED);
             return;
         }
         sends.send(in);
+        if (sends.waitsForRoom()) {
+            set(SEND_BLOCKED);
+        } else {
+            clear(SEND_BLOCKED);
+        }
     }
 
     /** A header-only message (FIN, CREDIT), posted at once. */
@@ -459,9 +478,10 @@ final class RdmaConnection {
     }
 
     private void onSendCompletion(int slot, int status) {
+        boolean control = sends.isControl(slot);
         long n = sends.complete(slot);
         if (status != WcStatus.SUCCESS) {
-            if (n == 0 && is(FIN_RECEIVED)) {
+            if (control && is(FIN_RECEIVED)) {
                 // a CREDIT or FIN the peer no longer takes after its own FIN: it closed. What it sent before is
                 // delivered first, as on DISCONNECTED
                 unsafe.onDisconnected();
@@ -491,7 +511,7 @@ final class RdmaConnection {
                 unsafe.flush0();
             }
         }
-        handler.touch(unsafe);
+        touch();
     }
 
     // ---- closing ----

@@ -4,71 +4,86 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Traffic counters of a channel ({@link RdmaSocketChannel#counters()}) or of everything an event loop ran
- * ({@link RdmaIoHandler#counters()}). Written by the event loop, readable from any thread.
+ * ({@link RdmaIoHandler#counters()}). Written by the event loop, readable from any thread: the loop writes plain
+ * fields (no memory fence per message) and publishes them at the end of each batch of completions, so another thread
+ * sees them as of the loop's last batch, or later (and whatever the loop wrote before something the thread waited
+ * for, such as a write's future).
  */
 public final class RdmaCounters {
-    volatile long bytesSent;
-    volatile long bytesReceived;
-    volatile long messagesSent;
-    volatile long messagesReceived;
-    volatile long workRequestsPosted;
-    volatile long completions;
-    volatile long copies;
-    volatile long copiedBytes;
-    volatile long zeroCopyBytes;
-    volatile long creditStalls;
-    volatile long receiveCopies;
-    volatile long receiveCopiedBytes;
+    long bytesSent;
+    long bytesReceived;
+    long messagesSent;
+    long messagesReceived;
+    long workRequestsPosted;
+    long completions;
+    long copies;
+    long copiedBytes;
+    long zeroCopyBytes;
+    long creditStalls;
+    long receiveCopies;
+    long receiveCopiedBytes;
     /** Receive buffers the pipeline holds, in bytes (the application releases them on any thread). */
     final AtomicLong lentBytes = new AtomicLong();
-    volatile long registeredBytes;
-    volatile int queuePairs;
+    long registeredBytes;
+    int queuePairs;
+    /** Written at the end of each batch; read before the fields. */
+    private volatile int published;
 
     /** Payload bytes handed to SENDs. */
     public long bytesSent() {
+        acquire();
         return bytesSent;
     }
 
     /** Payload bytes received. */
     public long bytesReceived() {
+        acquire();
         return bytesReceived;
     }
 
     /** Data messages (SENDs) posted. */
     public long messagesSent() {
+        acquire();
         return messagesSent;
     }
 
     public long messagesReceived() {
+        acquire();
         return messagesReceived;
     }
 
     /** Work requests posted, send and receive, data and control. */
     public long workRequestsPosted() {
+        acquire();
         return workRequestsPosted;
     }
 
     /** Work completions processed. */
     public long completions() {
+        acquire();
         return completions;
     }
 
     /** Buffers copied into registered staging memory because they were not from the registered allocator. */
     public long copies() {
+        acquire();
         return copies;
     }
 
     public long copiedBytes() {
+        acquire();
         return copiedBytes;
     }
 
     /** Bytes sent straight from registered buffers (no copy). */
     public long zeroCopyBytes() {
+        acquire();
         return zeroCopyBytes;
     }
 
     /** Times a flush stopped because the peer had granted no more credits. */
     public long creditStalls() {
+        acquire();
         return creditStalls;
     }
 
@@ -78,10 +93,12 @@ public final class RdmaCounters {
      * smaller buffers.
      */
     public long receiveCopies() {
+        acquire();
         return receiveCopies;
     }
 
     public long receiveCopiedBytes() {
+        acquire();
         return receiveCopiedBytes;
     }
 
@@ -99,16 +116,28 @@ public final class RdmaCounters {
      * (lent buffers count in {@link #lentBytes()}).
      */
     public long registeredBytes() {
+        acquire();
         return registeredBytes;
     }
 
     /** Queue pairs (connections) alive now: 1 or 0 for a channel, its channels' for an event loop. */
     public int queuePairs() {
+        acquire();
         return queuePairs;
+    }
+
+    /** Makes what the loop wrote so far visible to threads that read the counters (end of a batch). Loop only. */
+    void publish() {
+        published++;
+    }
+
+    private void acquire() {
+        int ignored = published;
     }
 
     /** Adds these counters to {@code total} (a snapshot that no event loop writes). */
     void addTo(RdmaCounters total) {
+        acquire();
         total.bytesSent += bytesSent;
         total.bytesReceived += bytesReceived;
         total.messagesSent += messagesSent;
@@ -128,6 +157,7 @@ public final class RdmaCounters {
 
     @Override
     public String toString() {
+        acquire();
         return "RdmaCounters{bytesSent=" + bytesSent + ", bytesReceived=" + bytesReceived + ", messagesSent="
                 + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
                 + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes

@@ -323,6 +323,7 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         touchedCount = 0;
+        counters.publish();
     }
 
     /**
@@ -400,18 +401,27 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     /**
-     * The completion queue and protection domain this handler uses on {@code device}, created on first use;
-     * {@code user}, whose QP will use them, is failed if the completion queue fails.
+     * A completion queue of this handler on {@code device} with {@code entries} free, reserved for {@code user}'s QP
+     * (which is failed if the queue fails), and the device's protection domain. When every queue of the device is
+     * full, another queue (with its own completion channel) is created: a loop takes connections until the device's
+     * limits, not until one queue's size.
      */
-    DeviceQueues deviceQueues(Device device, RdmaIoHandle user) throws VerbsException {
+    DeviceQueues deviceQueues(Device device, RdmaIoHandle user, int entries) throws VerbsException {
         for (int i = 0; i < devices.size(); i++) {
-            if (devices.get(i).device == device) {
-                return devices.get(i).usedBy(user);
+            DeviceQueues q = devices.get(i);
+            if (q.device == device && q.reserved + entries <= q.capacity) {
+                q.reserved += entries;
+                return q.usedBy(user);
             }
+        }
+        int size = Math.min(config.getCompletionQueueSize(), device.attributes().maxCqe());
+        if (entries > size) {
+            throw new VerbsException("ibv_create_qp", org.nettyrdma.verbs.Errno.ENOMEM, "a connection needs " + entries
+                    + " completion queue entries and a queue has " + size + " (RdmaIoHandlerConfig.completionQueueSize"
+                    + ", the device's max_cqe " + device.attributes().maxCqe() + "): lower RECEIVE_BUFFER_COUNT");
         }
         ProtectionDomain pd = resources.pd(device);
         CompletionChannel channel = device.createCompletionChannel();
-        int size = Math.min(config.getCompletionQueueSize(), device.attributes().maxCqe());
         CompletionQueue cq;
         try {
             cq = device.createCq(size, channel);
@@ -422,7 +432,13 @@ public final class RdmaIoHandler implements IoHandler {
         }
         DeviceQueues q = new DeviceQueues(this, device, pd, channel, cq, size);
         devices.add(q);
+        q.reserved = entries;
         return q.usedBy(user);
+    }
+
+    /** The completion queues this handler has (one per device, more where connections outgrew one). */
+    int deviceQueueCount() {
+        return devices.size();
     }
 
     @Override
@@ -527,7 +543,10 @@ public final class RdmaIoHandler implements IoHandler {
         return config;
     }
 
-    /** Per device: the shared protection domain, and this handler's completion channel and queue. */
+    /**
+     * A completion queue of this handler on a device (one, or more where connections outgrew one), its completion
+     * channel, and the device's shared protection domain.
+     */
     static final class DeviceQueues {
         final RdmaIoHandler handler;
         final Device device;
@@ -556,20 +575,6 @@ public final class RdmaIoHandler implements IoHandler {
                 users.add(handle);
             }
             return this;
-        }
-
-        /** Accounts a QP's queue depths against the CQ so that it can never overrun. */
-        void reserve(int entries) throws VerbsException {
-            if (dead) {
-                throw new VerbsException("ibv_create_qp", org.nettyrdma.verbs.Errno.EBADF, "the completion queue of "
-                        + device.name() + " failed");
-            }
-            if (reserved + entries > capacity) {
-                throw new VerbsException("ibv_create_qp", org.nettyrdma.verbs.Errno.ENOMEM, "completion queue of "
-                        + capacity + " entries is full with " + reserved
-                        + " reserved; raise RdmaIoHandlerConfig.completionQueueSize or spread channels over more loops");
-            }
-            reserved += entries;
         }
 
         void release(int entries) {

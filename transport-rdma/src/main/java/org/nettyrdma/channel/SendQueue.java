@@ -21,14 +21,20 @@ import java.nio.channels.WritableByteChannel;
  * Protocol v1's data path (docs/protocol.md, "Sending"): flushed bytes become SENDs of at most the message size, one
  * per credit, posted in chains of at most 32. SGE 0 of each SEND is its slot of registered staging memory, holding
  * the header and the bytes of small or unregistered buffers (copied); registered buffers of at least the zero-copy
- * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. Each SEND
- * is signalled; its completion settles its payload bytes. A {@link FileRegion}'s bytes are copied into staging by its
- * {@code transferTo}. Allocates nothing per message. Event loop only.
+ * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. The last
+ * SEND of a chain is signalled, and one in {@link #SIGNAL_EVERY}; a completion settles the payload bytes of its SEND
+ * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}. Allocates
+ * nothing per message. Event loop only.
  */
 final class SendQueue implements DataPath {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
     /** Work requests posted with one call at most. */
     private static final int MAX_CHAIN = 32;
+    /**
+     * One SEND in this many asks for a completion, and always the last of a chain; a completion retires the SENDs
+     * before it too (a send queue completes in order). docs/performance.md has the measurements that chose it.
+     */
+    static final int SIGNAL_EVERY = Integer.getInteger("org.nettyrdma.signalEvery", 1);
 
     private final QueuePair qp;
     private final ProtectionDomain pd;
@@ -47,12 +53,19 @@ final class SendQueue implements DataPath {
     private final MemoryRegion stagingMr;
     private final ByteBuffer stagingView;
     private final WorkRequestList wrs;
-    /** Payload bytes each slot's SEND carries, settled at its completion (0: a control message). */
+    /** Bytes of the flushed messages each slot's SEND settles at its completion. */
     private final long[] slotBytes;
+    /** Whether each slot's SEND is a control message (CREDIT, FIN). */
+    private final boolean[] slotControl;
     private final Builder builder = new Builder();
     private final StagingWriter stagingWriter = new StagingWriter();
     private int inUse;
     private int next;
+    /** The oldest slot not retired: completions retire slots from here, in order. */
+    private int oldest;
+    /** SENDs posted since the last signalled one. */
+    private int unsignalled;
+    private boolean waitsForRoom;
     private long unsettledBytes;
 
     /**
@@ -89,6 +102,7 @@ final class SendQueue implements DataPath {
         stagingView = staging.memory().duplicate();
         wrs = new WorkRequestList(Math.min(depth, MAX_CHAIN), maxSge);
         slotBytes = new long[depth];
+        slotControl = new boolean[depth];
     }
 
     @Override
@@ -104,7 +118,13 @@ final class SendQueue implements DataPath {
                 postBuilt(); // a FileRegion that failed part-way: the sends built before it go out
             }
         } while (builder.listFull);
+        waitsForRoom = builder.outOfRoom;
         return countStall();
+    }
+
+    @Override
+    public boolean waitsForRoom() {
+        return waitsForRoom;
     }
 
     @Override
@@ -138,16 +158,23 @@ final class SendQueue implements DataPath {
         int slot = next;
         int base = slot * messageSize;
         RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
-        wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.SIGNALED | SendFlags.INLINE)
+        wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.INLINE)
                 .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
         post(1);
         slotBytes[slot] = 0;
+        slotControl[slot] = true;
         occupy();
     }
 
     private void post(int count) throws IOException {
         if (count == 0) {
             return;
+        }
+        for (int i = 0; i < count; i++) {
+            if (++unsignalled >= SIGNAL_EVERY || i == count - 1) {
+                wrs.sendFlags(i, wrs.sendFlags(i) | SendFlags.SIGNALED);
+                unsignalled = 0;
+            }
         }
         int rc = qp.postSend(wrs, 0, count);
         if (rc < 0) {
@@ -170,10 +197,23 @@ final class SendQueue implements DataPath {
     }
 
     @Override
+    public boolean isControl(int slot) {
+        return slotControl[slot];
+    }
+
+    @Override
     public long complete(int slot) {
-        inUse--;
         counters.completions++;
-        return slotBytes[slot];
+        long bytes = 0;
+        for (;;) {
+            int retired = oldest;
+            bytes += slotBytes[retired];
+            inUse--;
+            oldest = retired + 1 == depth ? 0 : retired + 1;
+            if (retired == slot) {
+                return bytes;
+            }
+        }
     }
 
     @Override
@@ -202,6 +242,8 @@ final class SendQueue implements DataPath {
         int count;
         boolean listFull;
         boolean creditStall;
+        /** A SEND could not begin: no credit or no send-queue slot. */
+        boolean outOfRoom;
         private boolean building;
         private int slot;
         private int payload;
@@ -215,6 +257,7 @@ final class SendQueue implements DataPath {
             count = 0;
             listFull = false;
             creditStall = false;
+            outOfRoom = false;
             building = false;
         }
 
@@ -297,31 +340,31 @@ final class SendQueue implements DataPath {
                     continue;
                 }
                 int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
-                stagingView.limit(at + (int) Math.min(room, count - position)).position(at);
+                stagingView.limit(at + room).position(at);
                 int n;
                 long advanced;
                 try {
                     region.transferTo(stagingWriter, position);
                 } finally {
-                    // what reached staging is sent, also when transferTo failed part-way; the region's progress is
-                    // what its transferred() says, as every Netty transport takes it
+                    // what reached staging is sent, also when transferTo failed part-way. The region's progress is
+                    // what its transferred() says, as every Netty transport takes it: a region may write more bytes
+                    // than it counts (framing, encryption) and count a chunk only once all of it is written
                     n = stagingView.position() - at;
-                    advanced = region.transferred() - position;
+                    advanced = Math.max(0, region.transferred() - position);
                     stagingView.clear();
-                    if (n > 0 && advanced > 0) {
-                        copied += n;
-                        payload += n;
-                        settles += advanced;
+                    copied += n;
+                    payload += n;
+                    settles += advanced;
+                    if (n > 0) {
                         counters.copies++;
                         counters.copiedBytes += n;
                         loopCounters.copies++;
                         loopCounters.copiedBytes += n;
                     }
                 }
-                if (n == 0 || advanced <= 0) {
+                if (n == 0 && advanced == 0) {
                     throw new IOException("FileRegion " + region.getClass().getName() + " made no progress at "
-                            + position + " of " + count + " (wrote " + n + " bytes into " + room + " bytes of room, "
-                            + "transferred() moved by " + advanced + ")");
+                            + position + " of " + count + " with " + room + " bytes of room");
                 }
             }
             return true;
@@ -344,6 +387,7 @@ final class SendQueue implements DataPath {
             }
             if (!credits.canSendData() || inUse == depth) {
                 creditStall = !credits.canSendData();
+                outOfRoom = true;
                 return false;
             }
             slot = next;
@@ -351,7 +395,7 @@ final class SendQueue implements DataPath {
             settles = 0;
             copied = 0;
             sges = 1;
-            wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, SendFlags.SIGNALED)
+            wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, 0)
                     .addSge(count, stagingMr.address() + (long) slot * messageSize, RdmaProtocol.HEADER_LENGTH,
                             stagingMr.lkey());
             building = true;
@@ -363,9 +407,10 @@ final class SendQueue implements DataPath {
             RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_DATA, credits.takeOwed());
             wrs.setSge(count, 0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH + copied, stagingMr.lkey());
             if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
-                wrs.sendFlags(count, SendFlags.SIGNALED | SendFlags.INLINE);
+                wrs.sendFlags(count, SendFlags.INLINE);
             }
             slotBytes[slot] = settles;
+            slotControl[slot] = false;
             unsettledBytes += settles;
             occupy();
             count++;

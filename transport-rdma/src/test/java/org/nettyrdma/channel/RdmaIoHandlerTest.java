@@ -63,7 +63,7 @@ class RdmaIoHandlerTest {
             RdmaIoHandler handler = clientHandlers.get(0);
             Device device = handler.resources().provider().devices().stream()
                     .filter(d -> d.name().equals("emu0")).findFirst().orElseThrow();
-            RdmaIoHandler.DeviceQueues dead = RdmaTestSupport.onLoop(a.channel, () -> handler.deviceQueues(device, null));
+            RdmaIoHandler.DeviceQueues dead = RdmaTestSupport.onLoop(a.channel, () -> handler.deviceQueues(device, null, 0));
             handler.resources().provider().faults().overrunCompletionQueue(dead.cq);
             a.channel.eventLoop().execute(() -> { }); // wakes the loop, which polls the queue
 
@@ -82,7 +82,7 @@ class RdmaIoHandlerTest {
             Client c = Client.connect(clientGroup, address);
             assertTrue(c.channel.eventLoop() == a.channel.eventLoop());
             c.echo("c after");
-            assertNotSame(dead, RdmaTestSupport.onLoop(c.channel, () -> handler.deviceQueues(device, null)));
+            assertNotSame(dead, RdmaTestSupport.onLoop(c.channel, () -> handler.deviceQueues(device, null, 0)));
             c.channel.close().sync();
 
             Thread.sleep(300); // a loop that spun on the dead queue would have logged it many times by now
@@ -93,6 +93,44 @@ class RdmaIoHandlerTest {
             server.close().sync();
         } finally {
             log.detachAppender(logged);
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    /**
+     * Connections beyond what one completion queue holds get another queue on the same loop rather than failing
+     * (each reserves its send and receive depths: 36 entries by default, so a queue of 100 takes two).
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aLoopOutgrowingItsCompletionQueueCreatesAnother() throws Exception {
+        List<RdmaIoHandler> clientHandlers = new CopyOnWriteArrayList<>();
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "cq-grow-server", null,
+                RdmaTestSupport.config().setCompletionQueueSize(100));
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "cq-grow-client", clientHandlers,
+                RdmaTestSupport.config().setCompletionQueueSize(100));
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
+            InetSocketAddress address = (InetSocketAddress) server.localAddress();
+            List<Client> clients = new java.util.ArrayList<>();
+            for (int i = 0; i < 9; i++) {
+                clients.add(Client.connect(clientGroup, address));
+            }
+            for (int round = 0; round < 3; round++) {
+                for (int i = 0; i < clients.size(); i++) {
+                    clients.get(i).echo("client " + i + " round " + round);
+                }
+            }
+            RdmaIoHandler handler = clientHandlers.get(0);
+            long queues = RdmaTestSupport.onLoop(clients.get(0).channel, () -> handler.deviceQueueCount());
+            assertEquals(5, queues, "completion queues of the client loop for 9 connections of 36 entries, 100 each");
+            for (Client c : clients) {
+                assertTrue(c.failure.getNow(null) == null, () -> RdmaTestSupport.describe(c.failure.getNow(null)));
+                c.channel.close().sync();
+            }
+            server.close().sync();
+        } finally {
             RdmaTestSupport.shutdown(clientGroup, serverGroup);
         }
     }

@@ -225,14 +225,94 @@ class RdmaTransportFileRegionTest {
         server.close().sync();
     }
 
+    /**
+     * A region that writes more than it counts, as encrypting or framing regions do (Spark's SASL encryption): each
+     * chunk goes out as its length (4 bytes) and its bytes, and {@code transferred()} moves only once a whole frame is
+     * written. Frames larger than a SEND are written across several; the write completes when the last arrives.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aRegionThatWritesMoreThanItCountsArrivesWhole() throws Exception {
+        Collector collector = new Collector();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        Channel server = server(collector, errors);
+        Channel client = client(server);
+        ByteArrayOutputStream expected = new ByteArrayOutputStream();
+        List<ChannelFuture> writes = new ArrayList<>();
+        int offset = 0;
+        for (int chunk : new int[] {1000, 40_000, 16_380, 3}) {
+            int count = 100_003;
+            FramingRegion region = new FramingRegion(content, offset, count, chunk);
+            expected.write(region.wire());
+            writes.add(client.write(region));
+            writes.add(client.write(Unpooled.wrappedBuffer(content, offset, 77)));
+            expected.write(content, offset, 77);
+            offset += count;
+        }
+        // and one taken along by a close: it fits in SO_SNDBUF
+        FramingRegion last = new FramingRegion(content, offset, 300_000, 50_000);
+        expected.write(last.wire());
+        writes.add(client.writeAndFlush(last));
+        client.close();
+        RdmaTestSupport.awaitAll(writes, 30_000, "the writes");
+        for (ChannelFuture f : writes) {
+            assertTrue(f.isSuccess(), () -> "write failed: " + RdmaTestSupport.describe(f.cause()));
+        }
+        byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
+                () -> collector.bytes.size() + " bytes received");
+        assertEquals(expected.size(), got.length, "bytes received");
+        assertArrayEquals(expected.toByteArray(), got, "the bytes received, in order");
+        assertTrue(errors.exceptions.isEmpty(), () -> "server exceptions: " + errors.exceptions);
+        server.close().sync();
+    }
+
+    /** Counts {@code count} bytes of {@code data}; writes each chunk as a 4-byte length and the chunk. */
+    private static final class FramingRegion extends ArrayRegion {
+        private final int chunk;
+        private ByteBuffer frame;
+
+        FramingRegion(byte[] data, int offset, int count, int chunk) {
+            super(data, offset, count, Integer.MAX_VALUE, Integer.MAX_VALUE);
+            this.chunk = chunk;
+        }
+
+        byte[] wire() {
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            for (int at = 0; at < count(); at += chunk) {
+                int n = (int) Math.min(chunk, count() - at);
+                out.write(n >>> 24);
+                out.write(n >>> 16);
+                out.write(n >>> 8);
+                out.write(n);
+                out.write(data, offset + at, n);
+            }
+            return out.toByteArray();
+        }
+
+        @Override
+        public long transferTo(WritableByteChannel target, long position) throws IOException {
+            assertEquals(transferred, position, "transferTo position");
+            if (frame == null) {
+                int n = (int) Math.min(chunk, count() - position);
+                frame = ByteBuffer.allocate(4 + n).putInt(n).put(data, offset + (int) position, n).flip();
+            }
+            int written = target.write(frame);
+            if (!frame.hasRemaining()) {
+                transferred += frame.capacity() - 4;
+                frame = null;
+            }
+            return written;
+        }
+    }
+
     /** A custom region over an array: at most {@code perCall} bytes a transferTo, an IOException at {@code failAt}. */
-    private static final class ArrayRegion extends AbstractReferenceCounted implements FileRegion {
-        private final byte[] data;
-        private final int offset;
+    private static class ArrayRegion extends AbstractReferenceCounted implements FileRegion {
+        final byte[] data;
+        final int offset;
         private final int count;
         private final int perCall;
         private final int failAt;
-        private long transferred;
+        long transferred;
 
         ArrayRegion(byte[] data, int offset, int count, int perCall, int failAt) {
             this.data = data;
