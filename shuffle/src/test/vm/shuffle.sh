@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Spark's shuffle protocol (spark-network-shuffle 4.0.1, unmodified) over the native (JNI) RDMA provider: the shuffle
-# module's tests (org.nettyrdma.shuffle.Shuffle*Test, ExpandingFileRegionTest) on rxe0 (SoftRoCE) and then siw0
+# module's RDMA tests (ShuffleFetchTest, ShuffleServiceLossTest, ExpandingFileRegionTest, SaslEncryptedStreamTest; not
+# the host-only ShuffleFetchOverTcpTest and ShuffleWriterTest) on rxe0 (SoftRoCE) and then siw0
 # (soft-iWARP) in the qemu guest of vm/run, with the shuffle services in JVMs of their own (ServerProcess), run by
 # transport-rdma's VmTestLauncher (no Maven in the guest); then, with --bench, the benchmark (ShuffleBenchmark) on each
 # device beside epoll over the same interface.
@@ -70,7 +71,7 @@ rc=0
   -Dio.netty.customResourceLeakDetector=org.nettyrdma.testing.FailingLeakDetector \
   -Dorg.nettyrdma.test.provider=native -Dorg.nettyrdma.test.scale="$scale" \
   -cp "$classpath" org.nettyrdma.verbs.jni.VmTestLauncher \
-  --package=org.nettyrdma.shuffle --classes='(Shuffle.*|ExpandingFileRegion)Test' \
+  --package=org.nettyrdma.shuffle --classes='(ShuffleFetch|ShuffleServiceLoss|ExpandingFileRegion|SaslEncryptedStream)Test' \
   --address-property=org.nettyrdma.test.address \
   --title="Spark's shuffle protocol on the native provider" "${only[@]}" "${devices[@]}" || rc=$?
 

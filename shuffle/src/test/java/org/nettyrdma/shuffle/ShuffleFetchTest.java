@@ -9,11 +9,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * Spark's shuffle protocol over RDMA, unmodified: {@code ExternalBlockHandler} serving generated sort-shuffle files,
  * {@code OneForOneBlockFetcher} fetching every block of them (20 per request), each block's size and CRC32C checked.
- * On the provider under test ({@link ShuffleTestSupport}): services in this JVM on the emulated provider, in
- * processes of their own on the native one.
+ * On the provider under test ({@link ShuffleTestSupport}); on the native provider the three services are three
+ * processes.
  */
 class ShuffleFetchTest {
-    private static final long TIMEOUT_SECONDS = 120;
+    private static final long TIMEOUT_SECONDS = 90;
 
     @Test
     void sparkDefaultsFetchEveryBlockIntact() throws Exception {
@@ -30,7 +30,11 @@ class ShuffleFetchTest {
     /** A shuffle whose map outputs are on three executors, each with its own service: a reducer fetches from all. */
     @Test
     void threeServicesServeEveryBlockIntact() throws Exception {
-        fetchAll(Security.NONE, ShuffleTestSupport.standardSpec(), 3, 1, 4);
+        GeneratedShuffle shuffle = ShuffleTestSupport.shuffle(ShuffleTestSupport.standardSpec(), 3);
+        try (ShuffleServices services = ShuffleServices.inProcesses(Security.NONE, shuffle)) {
+            FetchReport report = services.cluster().fetch(1, 20, 4, TIMEOUT_SECONDS);
+            assertTrue(report.complete(), "three services: " + report.summary());
+        }
     }
 
     /** 4 connections to each of 2 services, 16 requests of 20 blocks under way on each connection. */

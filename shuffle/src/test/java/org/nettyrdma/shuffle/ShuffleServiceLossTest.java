@@ -21,7 +21,7 @@ class ShuffleServiceLossTest {
     void killedServiceFailsItsRemainingBlocksAndTheOtherServiceDeliversAll() throws Exception {
         GeneratedShuffle shuffle = ShuffleTestSupport.shuffle(ShuffleTestSupport.standardSpec(), 2);
         int blocks = shuffle.spec().blocks();
-        try (ShuffleServices services = ShuffleServices.start(Security.NONE, shuffle)) {
+        try (ShuffleServices services = ShuffleServices.inProcesses(Security.NONE, shuffle)) {
             List<List<TransportClient>> connections = services.cluster().connect(2);
             try {
                 ShuffleFetcher.Run run = services.cluster().startFetch(connections, 20, 4);

@@ -10,7 +10,8 @@ import java.util.Map;
 /**
  * The shuffle services of a test over RDMA, one per executor of its shuffle, and the reducer's {@link ShuffleCluster}
  * with them. On the emulated provider (in-process only) the services run in the test's JVM; on the native provider
- * each runs in a process of its own ({@link ServerProcess}), as services run beside executors.
+ * {@link #inProcesses} runs each in a process of its own ({@link ServerProcess}), as services run beside executors
+ * (a JVM's start costs some 10 s in the VM, so the tests that need no other process use {@link #start}).
  */
 final class ShuffleServices implements AutoCloseable {
     private final ShuffleCluster cluster;
@@ -21,11 +22,22 @@ final class ShuffleServices implements AutoCloseable {
         this.processes = processes;
     }
 
+    /** Services in this JVM. */
     static ShuffleServices start(Security security, GeneratedShuffle shuffle) throws Exception {
+        return start(security, shuffle, false);
+    }
+
+    /** Services in processes of their own on the native provider; in this JVM on the emulated one. */
+    static ShuffleServices inProcesses(Security security, GeneratedShuffle shuffle) throws Exception {
+        return start(security, shuffle, true);
+    }
+
+    private static ShuffleServices start(Security security, GeneratedShuffle shuffle, boolean processes)
+            throws Exception {
         SparkNetworkConf settings = ShuffleTestSupport.conf(security);
         TransportConf conf = settings.build();
         SharedSecret secret = security.authenticates() ? new SharedSecret(ShuffleTestSupport.SECRET) : null;
-        if (!ShuffleTestSupport.isNative()) {
+        if (!processes || !ShuffleTestSupport.isNative()) {
             return new ShuffleServices(ShuffleCluster.inProcess(conf, ShuffleTestSupport.APP_ID, secret,
                     ShuffleTestSupport.rdma(), shuffle, ShuffleTestSupport.address(), 2, 2), List.of());
         }
