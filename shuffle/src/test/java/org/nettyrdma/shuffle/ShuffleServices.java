@@ -32,12 +32,12 @@ final class ShuffleServices implements AutoCloseable {
         return start(security, shuffle, true);
     }
 
-    private static ShuffleServices start(Security security, GeneratedShuffle shuffle, boolean processes)
+    private static ShuffleServices start(Security security, GeneratedShuffle shuffle, boolean separate)
             throws Exception {
         SparkNetworkConf settings = ShuffleTestSupport.conf(security);
         TransportConf conf = settings.build();
         SharedSecret secret = security.authenticates() ? new SharedSecret(ShuffleTestSupport.SECRET) : null;
-        if (!processes || !ShuffleTestSupport.isNative()) {
+        if (!separate || !ShuffleTestSupport.isNative()) {
             return new ShuffleServices(ShuffleCluster.inProcess(conf, ShuffleTestSupport.APP_ID, secret,
                     ShuffleTestSupport.rdma(), shuffle, ShuffleTestSupport.address(), 2, 2), List.of());
         }
