@@ -99,8 +99,8 @@ final class ConnectionResources {
 
     /** The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known). */
     SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize) throws VerbsException {
-        sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase, sqDepth,
-                maxSge, maxInline, messageSize);
+        sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase,
+                sqDepth, maxSge, maxInline, messageSize);
         count(0, (long) messageSize * sqDepth);
         return sends;
     }

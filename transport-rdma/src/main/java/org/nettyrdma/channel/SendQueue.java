@@ -73,8 +73,8 @@ final class SendQueue implements DataPath {
      * {@code wrIdBase | slot}), with its staging memory registered in {@code pd}.
      */
     SendQueue(QueuePair qp, ProtectionDomain pd, CreditWindow credits, FlushedMessages flushed,
-              RdmaSocketChannelConfig config, RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase, int depth, int maxSge, int maxInline,
-              int messageSize) throws VerbsException {
+              RdmaSocketChannelConfig config, RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase,
+              int depth, int maxSge, int maxInline, int messageSize) throws VerbsException {
         this.qp = qp;
         this.pd = pd;
         this.credits = credits;

@@ -99,6 +99,17 @@ class RdmaHandshakeTest {
     }
 
     /**
+     * How a later side negotiates (docs/protocol.md, "Handshake"): flag bits this side does not know and bytes after
+     * the 16 it reads are ignored, so a peer that offers more (protocol v2's paths) still connects, speaking v1.
+     */
+    @Test
+    void unknownFlagsAndLongerHandshakesAreAccepted() throws Exception {
+        byte[] longer = java.util.Arrays.copyOf(RdmaProtocol.handshake(16384, 16), 40);
+        ByteBuffer.wrap(longer).putShort(6, (short) 0xffff).putLong(16, -1L).putLong(24, 0x1234_5678_9abc_def0L);
+        assertEquals("ESTABLISHED", connectRaw(longer, null));
+    }
+
+    /**
      * A peer that never sends the greeting (docs/protocol.md): the accepted channel holds what it writes in
      * channelActive until it gives up waiting ({@code GREETING_WAIT_MILLIS}), then sends it.
      */
