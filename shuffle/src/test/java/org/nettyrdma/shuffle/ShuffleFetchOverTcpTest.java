@@ -30,6 +30,16 @@ class ShuffleFetchOverTcpTest {
         }
     }
 
+    @Test
+    void nioFetchesEveryBlockIntactWithTls() throws Exception {
+        GeneratedShuffle shuffle = ShuffleTestSupport.shuffle(ShuffleTestSupport.smallSpec(), 1);
+        try (ShuffleCluster cluster = ShuffleCluster.inProcess(ShuffleTestSupport.conf(Security.TLS).build(),
+                ShuffleTestSupport.APP_ID, null, ShuffleTransport.nio(), shuffle, "127.0.0.1", 2, 2)) {
+            FetchReport report = cluster.fetch(2, 20, 4, 120);
+            assertTrue(report.complete(), report.summary());
+        }
+    }
+
     private static void fetchAll(ShuffleTransport transport) throws Exception {
         GeneratedShuffle shuffle = ShuffleTestSupport.shuffle(ShuffleTestSupport.smallSpec(), 1);
         try (ShuffleCluster cluster = ShuffleCluster.inProcess(ShuffleTestSupport.conf(Security.NONE).build(),
