@@ -27,12 +27,14 @@ final class ServerProcess implements AutoCloseable {
         this.address = address;
     }
 
-    /** Starts a service with {@code args} (BlockServerMain's, after TRANSPORT HOST PORT) and waits until it listens. */
-    static ServerProcess start(String transport, String host, List<String> args) throws IOException,
-            InterruptedException {
+    /**
+     * Starts a service's JVM and returns at once; {@link Launched#listening()} waits until it listens (several JVMs
+     * then start side by side: each takes some 10 s in the VM).
+     */
+    static Launched launch(String transport, String host, List<String> args) throws IOException {
         List<String> command = new ArrayList<>();
         command.add(new File(System.getProperty("java.home"), "bin/java").getPath());
-        // as the VM's runners: C1 only (the guest's emulated CPU), native access allowed
+        // as the VM's runners: C1 only (the guest's emulated CPU)
         command.add("-XX:TieredStopAtLevel=1");
         command.add("-XX:+UseSerialGC");
         command.add("-cp");
@@ -56,20 +58,43 @@ final class ServerProcess implements AutoCloseable {
                 return null;
             }
         });
-        String hostPort;
-        try {
-            hostPort = listening.get(120, TimeUnit.SECONDS);
-        } catch (ExecutionException | TimeoutException e) {
-            hostPort = null;
+        return new Launched(p, listening, command);
+    }
+
+    /** A service's JVM started, not yet known to listen. */
+    static final class Launched {
+        private final Process process;
+        private final CompletableFuture<String> listening;
+        private final List<String> command;
+
+        private Launched(Process process, CompletableFuture<String> listening, List<String> command) {
+            this.process = process;
+            this.listening = listening;
+            this.command = command;
         }
-        if (hostPort == null) {
-            p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
-            throw new IOException("the shuffle service process did not start listening (exit "
-                    + (p.isAlive() ? "-" : p.exitValue()) + "): " + command);
+
+        /** Waits (up to 120 s) until the service listens; kills it and throws if it does not. */
+        ServerProcess listening() throws IOException, InterruptedException {
+            String hostPort;
+            try {
+                hostPort = listening.get(120, TimeUnit.SECONDS);
+            } catch (ExecutionException | TimeoutException e) {
+                hostPort = null;
+            }
+            if (hostPort == null) {
+                process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+                throw new IOException("the shuffle service process did not start listening (exit "
+                        + (process.isAlive() ? "-" : process.exitValue()) + "): " + command);
+            }
+            int colon = hostPort.lastIndexOf(':');
+            return new ServerProcess(process, new InetSocketAddress(hostPort.substring(0, colon),
+                    Integer.parseInt(hostPort.substring(colon + 1))));
         }
-        int colon = hostPort.lastIndexOf(':');
-        return new ServerProcess(p, new InetSocketAddress(hostPort.substring(0, colon),
-                Integer.parseInt(hostPort.substring(colon + 1))));
+
+        /** Kills the JVM (a start that is given up). */
+        void kill() throws InterruptedException {
+            process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+        }
     }
 
     InetSocketAddress address() {

@@ -51,10 +51,21 @@ final class ShuffleServices implements AutoCloseable {
             for (Map.Entry<String, String> e : settings.settings().entrySet()) {
                 args.add(e.getKey() + '=' + e.getValue());
             }
+            List<ServerProcess.Launched> launched = new ArrayList<>();
+            try {
+                for (int i = 0; i < shuffle.executors().size(); i++) {
+                    launched.add(ServerProcess.launch("rdma-native", ShuffleTestSupport.address(), args));
+                }
+                for (ServerProcess.Launched l : launched) {
+                    processes.add(l.listening());
+                }
+            } finally {
+                for (int i = processes.size(); i < launched.size(); i++) {
+                    launched.get(i).kill();
+                }
+            }
             List<InetSocketAddress> addresses = new ArrayList<>();
-            for (int i = 0; i < shuffle.executors().size(); i++) {
-                ServerProcess p = ServerProcess.start("rdma-native", ShuffleTestSupport.address(), args);
-                processes.add(p);
+            for (ServerProcess p : processes) {
                 addresses.add(p.address());
             }
             return new ShuffleServices(ShuffleCluster.remote(conf, ShuffleTestSupport.APP_ID, secret,
