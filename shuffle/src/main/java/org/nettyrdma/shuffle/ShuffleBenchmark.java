@@ -24,7 +24,7 @@ import java.util.stream.Stream;
  * the median of the runs, every block checked.
  *
  * <pre>
- * java -cp shuffle/target/netty-rdma-shuffle.jar org.nettyrdma.shuffle.ShuffleBenchmark [options] [address]
+ * shuffle/bench.sh [options] [address]      (java ... org.nettyrdma.shuffle.ShuffleBenchmark, from the build)
  *   address            an RDMA interface's IP: native RDMA there (and TCP to the same IP); default 127.0.0.1 on the
  *                      emulated provider
  *   --emulated         the emulated provider (in-process) even with an address
