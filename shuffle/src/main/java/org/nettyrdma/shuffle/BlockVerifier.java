@@ -119,7 +119,7 @@ final class BlockVerifier {
                 : String.format("CRC32C %08x, expected %08x", (int) crc.getValue(), expected);
     }
 
-    /** Whether this is the block's first outcome (then recorded by the caller, who then calls {@link #countOutcome()}). */
+    /** Whether this is the block's first outcome (the caller records it, then calls {@link #countOutcome()}). */
     private boolean claim(int[] mr, int what) {
         return outcome.compareAndSet(index(mr), 0, what);
     }

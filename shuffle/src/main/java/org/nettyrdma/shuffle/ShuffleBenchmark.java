@@ -101,7 +101,8 @@ public final class ShuffleBenchmark {
                 }
             }
             System.out.println();
-            System.out.println("MB/s: 10^6 bytes of intact blocks per second over a whole fetch of the shuffle; p50/p99: "
+            System.out.println("MB/s: 10^6 bytes of intact blocks per second over a whole fetch of the shuffle; "
+                    + "p50/p99: "
                     + "of the blocks' latency, from the start of their request to their arrival; the median of " + runs
                     + " runs after a warm-up run; every block's size and CRC32C checked");
         } finally {

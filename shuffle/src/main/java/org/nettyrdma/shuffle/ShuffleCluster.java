@@ -36,8 +36,8 @@ public final class ShuffleCluster implements AutoCloseable {
     }
 
     /**
-     * Starts a {@link BlockServer} per executor of {@code shuffle} on {@code host} (any port) with {@code serverThreads}
-     * event loops each, and registers the executors.
+     * Starts a {@link BlockServer} per executor of {@code shuffle} on {@code host} (any port) with
+     * {@code serverThreads} event loops each, and registers the executors.
      */
     public static ShuffleCluster inProcess(TransportConf conf, String appId, SecretKeyHolder secret,
                                            ShuffleTransport transport, GeneratedShuffle shuffle, String host,

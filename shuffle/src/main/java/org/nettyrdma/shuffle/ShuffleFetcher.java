@@ -44,8 +44,8 @@ public final class ShuffleFetcher {
     }
 
     /**
-     * Starts fetching every block: executor {@code e} (see {@link ShuffleManifest#executorOf}) is {@code execIds.get(e)}
-     * and is reached through the clients {@code connections.get(e)}.
+     * Starts fetching every block: executor {@code e} (see {@link ShuffleManifest#executorOf}) is
+     * {@code execIds.get(e)} and is reached through the clients {@code connections.get(e)}.
      */
     public Run start(List<String> execIds, List<List<TransportClient>> connections) {
         if (execIds.size() != manifest.executors() || connections.size() != manifest.executors()) {

@@ -4,8 +4,8 @@ package org.nettyrdma.shuffle;
  * A generated shuffle: {@code maps} map outputs of {@code reduces} blocks each, block sizes from {@code minBlock} to
  * {@code maxBlock} bytes, content from {@code seed} ({@link BlockContent}). Most blocks are small (log-uniform up to
  * {@link #SMALL_LIMIT}), one in {@code largeOneIn} large (log-uniform from there up to {@code maxBlock}), as skewed
- * shuffles are; block (map 0, reduce 0) is always {@code maxBlock} bytes and block (0, 1) {@code minBlock}, so that both
- * ends of the range are fetched every time.
+ * shuffles are; block (map 0, reduce 0) is always {@code maxBlock} bytes and block (0, 1) {@code minBlock}, so that
+ * both ends of the range are fetched every time.
  */
 public record ShuffleSpec(int shuffleId, int maps, int reduces, int minBlock, int maxBlock, int largeOneIn,
                           long seed) {

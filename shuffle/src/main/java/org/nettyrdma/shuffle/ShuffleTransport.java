@@ -25,8 +25,8 @@ import java.util.function.Supplier;
 /**
  * What differs between the transports Spark's shuffle protocol runs on here: the event loops' {@link IoHandlerFactory}
  * and the two channel classes. Spark's own {@code TransportServer} and {@code TransportClientFactory} pick them from
- * {@code IOMode} (NIO or EPOLL only); {@link BlockServer} and {@link BlockClientFactory} take them from here, so the same
- * Spark pipeline runs over RDMA, epoll or NIO.
+ * {@code IOMode} (NIO or EPOLL only); {@link BlockServer} and {@link BlockClientFactory} take them from here, so the
+ * same Spark pipeline runs over RDMA, epoll or NIO.
  */
 public final class ShuffleTransport {
     private final String name;
