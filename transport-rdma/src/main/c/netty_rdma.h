@@ -28,6 +28,12 @@
 struct netty_rdma_cq {
     struct ibv_cq *cq;
     int overrun;
+    /*
+     * The device's library hands over the kernel's work completion flags unchanged (rxe copies the kernel's
+     * ib_uverbs_wc): there an invalidation is bit 2, IB_UVERBS_WC_WITH_INVALIDATE, which libibverbs calls
+     * IBV_WC_IP_CSUM_OK (its IBV_WC_WITH_INV is bit 3).
+     */
+    int kernel_wc_flags;
 };
 
 /*

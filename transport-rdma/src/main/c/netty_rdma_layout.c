@@ -11,6 +11,7 @@
     X(wrOffsetImmData, WR_OFFSET_IMM_DATA) \
     X(wrOffsetRemoteAddr, WR_OFFSET_REMOTE_ADDR) \
     X(wrOffsetRkey, WR_OFFSET_RKEY) \
+    X(wrOffsetMwRkey, WR_OFFSET_MW_RKEY) \
     X(wrOffsetSges, WR_OFFSET_SGES) \
     X(sgeSize, SGE_SIZE) \
     X(sgeOffsetAddr, SGE_OFFSET_ADDR) \
@@ -42,6 +43,8 @@
     X(attrMaxQpRdAtom, ATTR_MAX_QP_RD_ATOM) \
     X(attrMaxInlineData, ATTR_MAX_INLINE_DATA) \
     X(attrVendorId, ATTR_VENDOR_ID) \
+    X(attrMaxMw, ATTR_MAX_MW) \
+    X(attrDeviceCapFlags, ATTR_DEVICE_CAP_FLAGS) \
     X(attrCount, ATTR_COUNT) \
     X(capMaxSendWr, CAP_MAX_SEND_WR) \
     X(capMaxRecvWr, CAP_MAX_RECV_WR) \

@@ -189,6 +189,8 @@ static void netty_rdma_queryDevice(JNIEnv *env, jclass clazz, jlong context, jlo
                                             ? attr.max_qp_rd_atom : attr.max_qp_init_rd_atom);
     values[ATTR_MAX_INLINE_DATA] = probe_max_inline(ctx);
     values[ATTR_VENDOR_ID] = attr.vendor_id;
+    values[ATTR_MAX_MW] = attr.max_mw;
+    values[ATTR_DEVICE_CAP_FLAGS] = (jlong) attr.device_cap_flags;
     (*env)->SetLongArrayRegion(env, out, 0, ATTR_COUNT, values);
 }
 
@@ -297,6 +299,29 @@ static jint netty_rdma_deregMr(JNIEnv *env, jclass clazz, jlong mr) {
     return -positive_errno(ibv_dereg_mr(NETTY_RDMA_HANDLE(struct ibv_mr, mr)));
 }
 
+/* ---- memory windows ------------------------------------------------------------------------------------------ */
+
+/* A type-2 window (bound by IBV_WR_BIND_MW through one QP): its handle, or -errno. */
+static jlong netty_rdma_allocMw(JNIEnv *env, jclass clazz, jlong pd) {
+    (void) env;
+    (void) clazz;
+    errno = 0;
+    struct ibv_mw *mw = ibv_alloc_mw(NETTY_RDMA_HANDLE(struct ibv_pd, pd), IBV_MW_TYPE_2);
+    return mw == NULL ? netty_rdma_errno() : NETTY_RDMA_TO_HANDLE(mw);
+}
+
+static jint netty_rdma_mwRkey(JNIEnv *env, jclass clazz, jlong mw) {
+    (void) env;
+    (void) clazz;
+    return (jint) NETTY_RDMA_HANDLE(struct ibv_mw, mw)->rkey;
+}
+
+static jint netty_rdma_deallocMw(JNIEnv *env, jclass clazz, jlong mw) {
+    (void) env;
+    (void) clazz;
+    return -positive_errno(ibv_dealloc_mw(NETTY_RDMA_HANDLE(struct ibv_mw, mw)));
+}
+
 /* ---- completion channels and queues ------------------------------------------------------------------------- */
 
 static jlong netty_rdma_createCompChannel(JNIEnv *env, jclass clazz, jlong context) {
@@ -344,6 +369,12 @@ static jlong netty_rdma_createCq(JNIEnv *env, jclass clazz, jlong context, jint 
         return err;
     }
     return NETTY_RDMA_TO_HANDLE(cq);
+}
+
+static void netty_rdma_cqKernelWcFlags(JNIEnv *env, jclass clazz, jlong cq) {
+    (void) env;
+    (void) clazz;
+    NETTY_RDMA_HANDLE(struct netty_rdma_cq, cq)->kernel_wc_flags = 1;
 }
 
 static jint netty_rdma_cqCapacity(JNIEnv *env, jclass clazz, jlong cq) {
@@ -408,13 +439,18 @@ static jint netty_rdma_pollCq(JNIEnv *env, jclass clazz, jlong handle, jlong wc_
         for (int i = 0; i < n; i++) {
             uint8_t *slot = out + (size_t) (total + i) * WC_SLOT_SIZE;
             int imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
+            int inv = (wc[i].wc_flags & IBV_WC_WITH_INV) != 0
+                      || (cq->kernel_wc_flags && (wc[i].wc_flags & IBV_WC_IP_CSUM_OK) != 0
+                          && (wc[i].opcode & IBV_WC_RECV) != 0);
             netty_rdma_store64(slot + WC_OFFSET_WR_ID, wc[i].wr_id);
             netty_rdma_store32(slot + WC_OFFSET_STATUS, wc[i].status);
             netty_rdma_store32(slot + WC_OFFSET_OPCODE, wc[i].opcode);
             netty_rdma_store32(slot + WC_OFFSET_BYTE_LEN, wc[i].byte_len);
-            netty_rdma_store32(slot + WC_OFFSET_IMM_DATA, imm ? ntohl(wc[i].imm_data) : 0);
+            /* the union holds the immediate (big-endian on the wire) or the invalidated rkey (host order) */
+            netty_rdma_store32(slot + WC_OFFSET_IMM_DATA,
+                               imm ? ntohl(wc[i].imm_data) : inv ? wc[i].invalidated_rkey : 0);
             netty_rdma_store32(slot + WC_OFFSET_QP_NUM, wc[i].qp_num);
-            netty_rdma_store32(slot + WC_OFFSET_WC_FLAGS, imm ? IBV_WC_WITH_IMM : 0);
+            netty_rdma_store32(slot + WC_OFFSET_WC_FLAGS, (imm ? IBV_WC_WITH_IMM : 0) | (inv ? IBV_WC_WITH_INV : 0));
         }
         total += n;
         if (n < want) {
@@ -463,6 +499,12 @@ static int has_immediate(uint32_t opcode) {
     return opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
 
+/* The opcodes the SPI has (WrOpcode): no atomics. */
+static int known_opcode(uint32_t opcode) {
+    return opcode <= IBV_WR_RDMA_READ || opcode == IBV_WR_LOCAL_INV || opcode == IBV_WR_BIND_MW
+           || opcode == IBV_WR_SEND_WITH_INV;
+}
+
 /* Copies a descriptor slot's num_sge SGEs into ibv_sge form; their total length. */
 static inline uint64_t load_sges(const uint8_t *slot, uint32_t num_sge, struct ibv_sge *out) {
     uint64_t bytes = 0;
@@ -482,14 +524,18 @@ static inline uint64_t load_sges(const uint8_t *slot, uint32_t num_sge, struct i
  * opcode, immediate data on iWARP, inline size), so that a malformed one fails with EINVAL at its own index and
  * never reaches the provider library. The INLINE flag of slot no_inline (-1: none) is ignored: Java found an inline
  * SGE that names no live memory region, and without INLINE the device checks its key (LOC_PROT_ERR) instead of
- * reading the memory. Returns 0, or post_result(first index not posted, -errno).
+ * reading the memory. A BIND_MW's window and region are C objects the descriptor cannot name: Java resolved them and
+ * passes their handles at bind_handles (see binds below; 0 if the call has no bind). Returns 0, or
+ * post_result(first index not posted, -errno).
  */
 static jlong netty_rdma_postSend(JNIEnv *env, jclass clazz, jlong handle, jlong address, jint slot_size, jint offset,
-                                 jint count, jint no_inline) {
+                                 jint count, jint no_inline, jlong bind_handles) {
     (void) env;
     (void) clazz;
     struct netty_rdma_qp *q = NETTY_RDMA_HANDLE(struct netty_rdma_qp, handle);
     const uint8_t *base = NETTY_RDMA_HANDLE(const uint8_t, address);
+    /* BIND_MW k of the call (slot offset + k): its window and region, resolved by Java, at [2k] and [2k + 1] */
+    const uint64_t *binds = NETTY_RDMA_HANDLE(const uint64_t, bind_handles);
     uint32_t slot_sges = (uint32_t) (slot_size - WR_OFFSET_SGES) / SGE_SIZE;
     struct ibv_send_wr wrs[POST_CHUNK_WRS];
     struct ibv_sge sges[POST_CHUNK_SGES];
@@ -505,10 +551,17 @@ static jlong netty_rdma_postSend(JNIEnv *env, jclass clazz, jlong handle, jlong 
             uint32_t opcode = netty_rdma_load32(slot + WR_OFFSET_OPCODE);
             uint32_t flags = netty_rdma_load32(slot + WR_OFFSET_SEND_FLAGS);
             uint32_t num_sge = netty_rdma_load32(slot + WR_OFFSET_NUM_SGE);
+            int bind = opcode == IBV_WR_BIND_MW;
+            int local = bind || opcode == IBV_WR_LOCAL_INV;
             if (num_sge > slot_sges || num_sge > q->max_send_sge || num_sge > POST_CHUNK_SGES
-                || opcode > IBV_WR_RDMA_READ || (q->no_imm && has_immediate(opcode))) {
+                || !known_opcode(opcode) || (q->no_imm && has_immediate(opcode))
+                || (bind && (num_sge != 1 || binds == NULL || binds[2 * (i - offset)] == 0
+                             || binds[2 * (i - offset) + 1] == 0))) {
                 err = -EINVAL;
                 break;
+            }
+            if (local) {
+                num_sge = 0; /* a bind's SGE describes the window's range; nothing is gathered */
             }
             if (used + (int) num_sge > POST_CHUNK_SGES) {
                 break; /* the next chain */
@@ -519,7 +572,7 @@ static jlong netty_rdma_postSend(JNIEnv *env, jclass clazz, jlong handle, jlong 
             struct ibv_send_wr *wr = &wrs[n];
             memset(wr, 0, sizeof(*wr));
             uint64_t bytes = load_sges(slot, num_sge, &sges[used]);
-            if ((flags & IBV_SEND_INLINE) && (opcode == IBV_WR_RDMA_READ || bytes > q->max_inline)) {
+            if ((flags & IBV_SEND_INLINE) && (opcode == IBV_WR_RDMA_READ || local || bytes > q->max_inline)) {
                 err = -EINVAL;
                 break;
             }
@@ -533,6 +586,24 @@ static jlong netty_rdma_postSend(JNIEnv *env, jclass clazz, jlong handle, jlong 
             }
             wr->wr.rdma.remote_addr = netty_rdma_load64(slot + WR_OFFSET_REMOTE_ADDR);
             wr->wr.rdma.rkey = netty_rdma_load32(slot + WR_OFFSET_RKEY);
+            if (opcode == IBV_WR_LOCAL_INV || opcode == IBV_WR_SEND_WITH_INV) {
+                wr->invalidate_rkey = netty_rdma_load32(slot + WR_OFFSET_IMM_DATA);
+                /* libsiw takes a SEND_WITH_INV's STag from wr.rdma.rkey, not from invalidate_rkey */
+                wr->wr.rdma.rkey = wr->invalidate_rkey;
+            } else if (bind) {
+                const uint8_t *sge = slot + WR_OFFSET_SGES;
+                struct ibv_mw *mw = NETTY_RDMA_HANDLE(struct ibv_mw, binds[2 * (i - offset)]);
+                /* the key the window has now (rxe checks it): libibverbs never learns of a type-2 bind's new key */
+                mw->rkey = netty_rdma_load32(slot + WR_OFFSET_MW_RKEY);
+                wr->bind_mw.mw = mw;
+                wr->bind_mw.rkey = netty_rdma_load32(slot + WR_OFFSET_RKEY);
+                wr->bind_mw.bind_info.mr = NETTY_RDMA_HANDLE(struct ibv_mr, binds[2 * (i - offset) + 1]);
+                wr->bind_mw.bind_info.addr = netty_rdma_load64(sge + SGE_OFFSET_ADDR);
+                wr->bind_mw.bind_info.length = netty_rdma_load32(sge + SGE_OFFSET_LENGTH);
+                wr->bind_mw.bind_info.mw_access_flags = netty_rdma_load32(slot + WR_OFFSET_IMM_DATA);
+                wr->wr.rdma.remote_addr = 0;
+                wr->wr.rdma.rkey = 0;
+            }
             if (n > 0) {
                 wrs[n - 1].next = wr;
             }
@@ -624,11 +695,15 @@ static const JNINativeMethod methods[] = {
     {"mrLkey", "(J)I", (void *) netty_rdma_mrLkey},
     {"mrRkey", "(J)I", (void *) netty_rdma_mrRkey},
     {"deregMr", "(J)I", (void *) netty_rdma_deregMr},
+    {"allocMw", "(J)J", (void *) netty_rdma_allocMw},
+    {"mwRkey", "(J)I", (void *) netty_rdma_mwRkey},
+    {"deallocMw", "(J)I", (void *) netty_rdma_deallocMw},
     {"createCompChannel", "(J)J", (void *) netty_rdma_createCompChannel},
     {"compChannelFd", "(J)I", (void *) netty_rdma_compChannelFd},
     {"destroyCompChannel", "(J)I", (void *) netty_rdma_destroyCompChannel},
     {"createCq", "(JIJ)J", (void *) netty_rdma_createCq},
     {"cqCapacity", "(J)I", (void *) netty_rdma_cqCapacity},
+    {"cqKernelWcFlags", "(J)V", (void *) netty_rdma_cqKernelWcFlags},
     {"destroyCq", "(J)I", (void *) netty_rdma_destroyCq},
     {"getCqEvent", "(J)J", (void *) netty_rdma_getCqEvent},
     {"ackCqEvents", "(JI)V", (void *) netty_rdma_ackCqEvents},
@@ -636,7 +711,7 @@ static const JNINativeMethod methods[] = {
     {"pollCq", "(JJI)I", (void *) netty_rdma_pollCq},
     {"qpState", "(J)I", (void *) netty_rdma_qpState},
     {"modifyQpError", "(J)I", (void *) netty_rdma_modifyQpError},
-    {"postSend", "(JJIIII)J", (void *) netty_rdma_postSend},
+    {"postSend", "(JJIIIIJ)J", (void *) netty_rdma_postSend},
     {"postRecv", "(JJIII)J", (void *) netty_rdma_postRecv},
 };
 

@@ -8,7 +8,12 @@ public final class Access {
     /** Requires {@link #LOCAL_WRITE}, as on every verbs provider. */
     public static final int REMOTE_WRITE = 1 << 1;
     public static final int REMOTE_READ = 1 << 2;
-    private static final int KNOWN = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ;
+    /**
+     * The region may have memory windows bound to it ({@code IBV_ACCESS_MW_BIND}). It grants no remote access by
+     * itself: the region's own rkey stays 0 unless REMOTE_WRITE or REMOTE_READ is given too.
+     */
+    public static final int MW_BIND = 1 << 4;
+    private static final int KNOWN = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | MW_BIND;
 
     /** What every provider checks first in {@code ibv_reg_mr}: a buffer, known flags, remote write with local write. */
     public static void checkRegistration(ByteBuffer buffer, int access) throws VerbsException {

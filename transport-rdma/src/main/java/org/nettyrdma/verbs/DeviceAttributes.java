@@ -21,9 +21,32 @@ public final class DeviceAttributes {
     private final int maxMr;
     private final long maxMrSize;
     private final int maxQpRdAtom;
+    private final int maxMw;
+    private final long capabilityFlags;
 
+    /** {@code IBV_DEVICE_MEM_WINDOW}: the device has memory windows. */
+    public static final long CAP_MEM_WINDOW = 1L << 17;
+    /** {@code IBV_DEVICE_MEM_MGT_EXTENSIONS}: fast registration, local and remote invalidation (SEND_WITH_INV). */
+    public static final long CAP_MEM_MGT_EXTENSIONS = 1L << 21;
+    /** {@code IBV_DEVICE_MEM_WINDOW_TYPE_2A}: type-2 windows, associated with a QP number. */
+    public static final long CAP_MEM_WINDOW_TYPE_2A = 1L << 23;
+    /** {@code IBV_DEVICE_MEM_WINDOW_TYPE_2B}: type-2 windows, associated with a QP number and a PD. */
+    public static final long CAP_MEM_WINDOW_TYPE_2B = 1L << 24;
+
+    /** A device without memory windows or memory management extensions. */
     public DeviceAttributes(Transport transport, int maxQp, int maxQpWr, int maxSge, int maxInlineData, int maxCqe,
                             int maxMr, long maxMrSize, int maxQpRdAtom) {
+        this(transport, maxQp, maxQpWr, maxSge, maxInlineData, maxCqe, maxMr, maxMrSize, maxQpRdAtom, 0, 0);
+    }
+
+    /**
+     * @param maxMw           {@code max_mw}: how many memory windows the device can have
+     * @param capabilityFlags {@code device_cap_flags}: of these the SPI reads the {@code CAP_*} bits
+     */
+    public DeviceAttributes(Transport transport, int maxQp, int maxQpWr, int maxSge, int maxInlineData, int maxCqe,
+                            int maxMr, long maxMrSize, int maxQpRdAtom, int maxMw, long capabilityFlags) {
+        this.maxMw = maxMw;
+        this.capabilityFlags = capabilityFlags;
         this.transport = transport;
         this.maxQp = maxQp;
         this.maxQpWr = maxQpWr;
@@ -79,10 +102,36 @@ public final class DeviceAttributes {
         return maxQpRdAtom;
     }
 
+    /** {@code max_mw}; 0 where the device has no memory windows (siw). */
+    public int maxMw() {
+        return maxMw;
+    }
+
+    /** {@code device_cap_flags} as the device reported them (the {@code CAP_*} bits are the ones the SPI uses). */
+    public long capabilityFlags() {
+        return capabilityFlags;
+    }
+
+    /**
+     * Whether type-2 memory windows exist here: {@link ProtectionDomain#allocMemoryWindow()}, {@link WrOpcode#BIND_MW}
+     * and {@link WrOpcode#LOCAL_INV}. A window bound through a QP admits its rkey on that QP only. rxe: yes (type 2B);
+     * siw: no ({@code max_mw} 0, and libsiw refuses both opcodes).
+     */
+    public boolean supportsMemoryWindows() {
+        return maxMw > 0 && (capabilityFlags & CAP_MEM_WINDOW) != 0
+                && (capabilityFlags & (CAP_MEM_WINDOW_TYPE_2A | CAP_MEM_WINDOW_TYPE_2B)) != 0;
+    }
+
+    /** Whether {@link WrOpcode#SEND_WITH_INV} exists here (memory management extensions): rxe and siw both. */
+    public boolean supportsSendWithInvalidate() {
+        return (capabilityFlags & CAP_MEM_MGT_EXTENSIONS) != 0;
+    }
+
     @Override
     public String toString() {
         return "DeviceAttributes{transport=" + transport + ", maxQp=" + maxQp + ", maxQpWr=" + maxQpWr
                 + ", maxSge=" + maxSge + ", maxInlineData=" + maxInlineData + ", maxCqe=" + maxCqe
-                + ", maxMr=" + maxMr + ", maxMrSize=" + maxMrSize + ", maxQpRdAtom=" + maxQpRdAtom + '}';
+                + ", maxMr=" + maxMr + ", maxMrSize=" + maxMrSize + ", maxQpRdAtom=" + maxQpRdAtom + ", maxMw=" + maxMw + ", capabilityFlags=0x"
+                + Long.toHexString(capabilityFlags) + '}';
     }
 }

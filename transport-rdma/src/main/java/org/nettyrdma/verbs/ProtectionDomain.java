@@ -2,7 +2,7 @@ package org.nettyrdma.verbs;
 
 import java.nio.ByteBuffer;
 
-/** {@code ibv_pd}. Closing it while memory regions or queue pairs use it fails with EBUSY. */
+/** {@code ibv_pd}. Closing it while memory regions, memory windows or queue pairs use it fails with EBUSY. */
 public interface ProtectionDomain extends AutoCloseable {
 
     Device device();
@@ -15,6 +15,14 @@ public interface ProtectionDomain extends AutoCloseable {
      *               longer than {@link DeviceAttributes#maxMrSize()}. A failure that the memlock limit caused says so.
      */
     MemoryRegion registerMemory(ByteBuffer buffer, int access) throws VerbsException;
+
+    /**
+     * {@code ibv_alloc_mw(pd, IBV_MW_TYPE_2)}: a free type-2 memory window of this protection domain.
+     *
+     * @throws VerbsException EOPNOTSUPP where the device has no memory windows
+     *                        ({@link DeviceAttributes#supportsMemoryWindows()}: siw), ENOMEM beyond {@code max_mw}
+     */
+    MemoryWindow allocMemoryWindow() throws VerbsException;
 
     /** {@code ibv_dealloc_pd}; idempotent. */
     @Override

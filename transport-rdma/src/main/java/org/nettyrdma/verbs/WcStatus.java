@@ -7,6 +7,8 @@ public final class WcStatus {
     public static final int LOC_QP_OP_ERR = 2;
     public static final int LOC_PROT_ERR = 4;
     public static final int WR_FLUSH_ERR = 5;
+    /** A BIND_MW the device refused (window not free, region without MW_BIND, range outside it, another PD). */
+    public static final int MW_BIND_ERR = 6;
     public static final int BAD_RESP_ERR = 7;
     public static final int LOC_ACCESS_ERR = 8;
     public static final int REM_INV_REQ_ERR = 9;
@@ -30,6 +32,7 @@ public final class WcStatus {
             case LOC_QP_OP_ERR: return "local QP operation error";
             case LOC_PROT_ERR: return "local protection error";
             case WR_FLUSH_ERR: return "Work Request Flushed Error";
+            case MW_BIND_ERR: return "memory bind operation error";
             case BAD_RESP_ERR: return "bad response error";
             case LOC_ACCESS_ERR: return "local access error";
             case REM_INV_REQ_ERR: return "remote invalid request error";

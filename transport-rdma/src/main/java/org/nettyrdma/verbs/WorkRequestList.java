@@ -17,11 +17,13 @@ import java.nio.ByteOrder;
  *  8  u32 opcode        WrOpcode
  * 12  u32 send_flags    SendFlags
  * 16  u32 num_sge
- * 20  u32 imm_data      host order; a provider converts to the wire's big-endian
+ * 20  u32 imm_data      host order; a provider converts to the wire's big-endian. LOCAL_INV, SEND_WITH_INV: the
+ *                       rkey to invalidate (invalidate_rkey); BIND_MW: the window's access flags
  * 24  u64 remote_addr
- * 32  u32 rkey
- * 36  u32 reserved
- * 40  sge[maxSge]       { u64 addr; u32 length; u32 lkey }
+ * 32  u32 rkey          BIND_MW: the window's new rkey
+ * 36  u32 mw_rkey       BIND_MW: the window's rkey before the bind (names the window); 0 otherwise
+ * 40  sge[maxSge]       { u64 addr; u32 length; u32 lkey }; BIND_MW: sge[0] is the range the window exposes and
+ *                       the lkey of the region it lies in
  * </pre>
  */
 public final class WorkRequestList {
@@ -32,6 +34,7 @@ public final class WorkRequestList {
     public static final int OFFSET_IMM_DATA = 20;
     public static final int OFFSET_REMOTE_ADDR = 24;
     public static final int OFFSET_RKEY = 32;
+    public static final int OFFSET_MW_RKEY = 36;
     public static final int OFFSET_SGES = 40;
     public static final int SGE_SIZE = 16;
     public static final int SGE_OFFSET_ADDR = 0;
@@ -111,6 +114,38 @@ public final class WorkRequestList {
         memory.putInt(o + OFFSET_IMM_DATA, 0);
         memory.putLong(o + OFFSET_REMOTE_ADDR, 0);
         memory.putInt(o + OFFSET_RKEY, 0);
+        memory.putInt(o + OFFSET_MW_RKEY, 0);
+        return this;
+    }
+
+    /**
+     * Writes a {@link WrOpcode#BIND_MW}: binds type-2 window {@code mw} to bytes {@code [address, address + length)} of
+     * {@code mr} (a region of the window's PD registered with {@link Access#MW_BIND}, and LOCAL_WRITE if the window is
+     * to grant REMOTE_WRITE), granting {@code access} (REMOTE_READ, REMOTE_WRITE) under {@code newRkey}
+     * (usually {@link MemoryWindow#nextRkey()}) to the QP the work request is posted on, and to no other. The window
+     * must be free. Needs a list with at least one SGE per work request. A bind the device refuses completes with
+     * {@link WcStatus#MW_BIND_ERR}; one that names no live window or region is refused at post time (EINVAL).
+     */
+    public WorkRequestList bindWindow(int i, long wrId, int sendFlags, MemoryWindow mw, int newRkey, MemoryRegion mr,
+                                      long address, int length, int access) {
+        setSend(i, wrId, WrOpcode.BIND_MW, sendFlags);
+        int o = slot(i);
+        memory.putInt(o + OFFSET_IMM_DATA, access);
+        memory.putInt(o + OFFSET_RKEY, newRkey);
+        memory.putInt(o + OFFSET_MW_RKEY, mw.rkey());
+        memory.putLong(o + OFFSET_REMOTE_ADDR, address);
+        return addSge(i, address, length, mr.lkey());
+    }
+
+    /** Writes a {@link WrOpcode#LOCAL_INV} of the window whose rkey is {@code rkey}. */
+    public WorkRequestList invalidate(int i, long wrId, int sendFlags, int rkey) {
+        setSend(i, wrId, WrOpcode.LOCAL_INV, sendFlags);
+        return invalidateRkey(i, rkey);
+    }
+
+    /** The rkey a LOCAL_INV or SEND_WITH_INV invalidates (the {@code imm_data} field, {@code invalidate_rkey}). */
+    public WorkRequestList invalidateRkey(int i, int rkey) {
+        memory.putInt(slot(i) + OFFSET_IMM_DATA, rkey);
         return this;
     }
 
@@ -195,6 +230,10 @@ public final class WorkRequestList {
 
     public int rkey(int i) {
         return memory.getInt(slot(i) + OFFSET_RKEY);
+    }
+
+    public int mwRkey(int i) {
+        return memory.getInt(slot(i) + OFFSET_MW_RKEY);
     }
 
     public long sgeAddr(int i, int sge) {

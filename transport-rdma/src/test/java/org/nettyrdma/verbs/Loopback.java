@@ -174,6 +174,28 @@ final class Loopback {
         accept(awaitConnectRequest().id(), beforeAccept);
     }
 
+    /**
+     * A second connection to the listener, after {@link #connect}: a client end of its own (its own protection domain)
+     * and a server end whose QP is in {@code serverPd} ({@link End#pd} of {@link #server} for two connections of one
+     * protection domain, as the transport has them; another for connections apart). Same options.
+     */
+    End[] connectAnother(ProtectionDomain serverPd) throws Exception {
+        End c = new End("client2", clientEvents, own(device.allocPd()));
+        End s = new End("server2", serverEvents, serverPd);
+        c.createCqs(options);
+        s.createCqs(options);
+        c.id = newId(clientEvents, "client2");
+        resolve(c.id, listenAddress());
+        c.createQp(options);
+        c.id.connect(parameters(options.connectData));
+        s.id = awaitConnectRequest().id();
+        s.createQp(options);
+        s.id.accept(parameters(options.acceptData));
+        assertSame(c.id, clientEvents.await(CmEventType.ESTABLISHED).id(), "ESTABLISHED names the second client");
+        assertSame(s.id, serverEvents.await(CmEventType.ESTABLISHED).id(), "ESTABLISHED names the second server");
+        return new End[] {c, s};
+    }
+
     void accept(CmId incoming, QpStep beforeAccept) throws Exception {
         server.id = incoming;
         beforeAccept.run(server.createQp(options));
@@ -353,7 +375,11 @@ final class Loopback {
 
     void close() throws Exception {
         Exception failure = null;
-        for (Deque<AutoCloseable> group : List.of(ids, resources)) {
+        // memory windows first: a window still bound holds its QP in the kernel, and rxe0 then took ~50 s to destroy
+        // the QP (seen 2026-12-01)
+        Deque<AutoCloseable> windows = new ArrayDeque<>();
+        resources.removeIf(r -> r instanceof MemoryWindow && windows.add(r));
+        for (Deque<AutoCloseable> group : List.of(windows, ids, resources)) {
             while (!group.isEmpty()) {
                 try {
                     group.pop().close();
@@ -383,9 +409,13 @@ final class Loopback {
         CmId id;
 
         End(String name, Events events) throws VerbsException {
+            this(name, events, own(device.allocPd()));
+        }
+
+        End(String name, Events events, ProtectionDomain pd) throws VerbsException {
             this.name = name;
             this.events = events;
-            this.pd = own(device.allocPd());
+            this.pd = pd;
             this.channel = own(device.createCompletionChannel());
         }
 
@@ -607,6 +637,10 @@ final class Loopback {
 
         boolean withImm() {
             return (flags & WcOpcode.FLAG_WITH_IMM) != 0;
+        }
+
+        boolean withInv() {
+            return (flags & WcOpcode.FLAG_WITH_INV) != 0;
         }
 
         @Override

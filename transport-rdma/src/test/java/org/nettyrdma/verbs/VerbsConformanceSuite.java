@@ -1592,6 +1592,609 @@ public abstract class VerbsConformanceSuite {
         return faults;
     }
 
+    // ---- protocol v2: the RDMA WRITE ring, the READ rendezvous, memory windows -----------------------------------
+    // What each device did is printed ("observed: ...") for docs/verbs-spi.md.
+
+    /** Prints what a device did where devices differ, for the record (docs/verbs-spi.md); the test asserts the rest. */
+    private void observed(String what, Object value) {
+        System.out.println("observed: " + fx.device.name() + " (" + fx.provider.name() + "): " + what + ": " + value);
+    }
+
+    private void assumeMemoryWindows() {
+        assumeTrue(fx.device.attributes().supportsMemoryWindows(), fx.device.name() + ": no memory windows (max_mw "
+                + fx.device.attributes().maxMw() + ")");
+    }
+
+    private void assumeImmediateData() {
+        assumeTrue(fx.device.attributes().supportsImmediateData(), fx.device.name() + ": no immediate data (iWARP)");
+    }
+
+    @Test
+    void memoryWindowsAreReportedAsTheyWork() throws Exception {
+        DeviceAttributes a = fx.device.attributes();
+        observed("max_mw, device_cap_flags", a.maxMw() + ", 0x" + Long.toHexString(a.capabilityFlags()));
+        if (isSoftIwarp()) {
+            assertFalse(a.supportsMemoryWindows(), "siw has no memory windows: " + a);
+        }
+        if (a.supportsMemoryWindows()) {
+            MemoryWindow one = fx.own(server.pd.allocMemoryWindow());
+            MemoryWindow two = fx.own(server.pd.allocMemoryWindow());
+            assertNotEquals(0, one.rkey());
+            assertNotEquals(one.rkey() >>> 8, two.rkey() >>> 8, "two windows, one index");
+            assertSame(server.pd, one.pd());
+            assertEquals(one.rkey() & ~0xff, one.nextRkey() & ~0xff, "nextRkey keeps the index");
+            assertNotEquals(one.rkey(), one.nextRkey());
+            assertErrno(Errno.EBUSY, server.pd::close);
+            return;
+        }
+        assertErrno(Errno.EOPNOTSUPP, server.pd::allocMemoryWindow);
+        fx.connect(fx.options());
+        fx.wrs.invalidate(0, 1, SIGNALED, 0x1234);
+        assertErrnoRc(Errno.EINVAL, client.postSend(1));
+        assertEquals(0, fx.wrs.badIndex());
+        fx.assertNoCompletion(client.sendCq);
+    }
+
+    /**
+     * The ring's notification where there is immediate data: RDMA WRITE WITH IMMEDIATE consumes the receiver's receives
+     * in order with SENDs, and its completion says how much arrived (byte_len) and carries the immediate; the bytes are
+     * in the ring when it completes. A zero-length one is a notification without data.
+     */
+    @Test
+    void rdmaWriteWithImmCompletesInOrderWithSends() throws Exception {
+        assumeImmediateData();
+        fx.connect(fx.options());
+        MemoryRegion ring = server.register(4 * SIZE, LOCAL_WRITE | REMOTE_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(4 * SIZE, LOCAL_WRITE);
+        int n = 24;
+        for (int i = 0; i < n; i++) {
+            fx.recvWr(i, 100 + i, in, i * 64, 64);
+        }
+        fx.assertPosted(server.postRecv(n));
+        int ringAt = 0;
+        int[] lengths = new int[n];
+        int[] offsets = new int[n];
+        for (int i = 0; i < n; i++) {
+            boolean write = i % 3 != 1;
+            lengths[i] = write ? (i % 5 == 0 ? 0 : 17 * i + 1) : 8 + i;
+            write(out, i * 512, pattern(lengths[i], 40 + i));
+            if (write) {
+                offsets[i] = ringAt;
+                fx.wr(i, i, WrOpcode.RDMA_WRITE_WITH_IMM, SIGNALED, lengths[i] == 0 ? null : out, i * 512, lengths[i])
+                        .remote(i, ring.address() + ringAt, ring.rkey()).immData(i, 0x7000_0000 | (i << 16) | ringAt);
+                ringAt += lengths[i];
+            } else {
+                fx.wr(i, i, WrOpcode.SEND, SIGNALED, out, i * 512, lengths[i]);
+            }
+        }
+        fx.assertPosted(client.postSend(n));
+        List<Wc> sent = client.sendCompletions(n);
+        List<Wc> recvs = server.recvCompletions(n);
+        for (int i = 0; i < n; i++) {
+            boolean write = i % 3 != 1;
+            assertWc(sent.get(i), i, WcStatus.SUCCESS);
+            assertEquals(write ? WcOpcode.RDMA_WRITE : WcOpcode.SEND, sent.get(i).opcode(), sent.get(i)::toString);
+            Wc recv = recvs.get(i);
+            assertWc(recv, 100 + i, WcStatus.SUCCESS);
+            assertEquals(lengths[i], recv.byteLen(), recv::toString);
+            if (write) {
+                assertEquals(WcOpcode.RECV_RDMA_WITH_IMM, recv.opcode(), recv::toString);
+                assertTrue(recv.withImm(), recv::toString);
+                assertEquals(0x7000_0000 | (i << 16) | offsets[i], recv.imm(), recv::toString);
+                assertArrayEquals(pattern(lengths[i], 40 + i), read(ring, offsets[i], lengths[i]), "write " + i);
+            } else {
+                assertEquals(WcOpcode.RECV, recv.opcode(), recv::toString);
+                assertFalse(recv.withImm(), recv::toString);
+                assertArrayEquals(pattern(lengths[i], 40 + i), read(in, i * 64, lengths[i]), "send " + i);
+            }
+        }
+    }
+
+    /** A notification without data: zero bytes WRITTEN WITH IMMEDIATE, into a receive that has no SGE at all. */
+    @Test
+    void zeroLengthWriteWithImmFillsAReceiveWithoutSges() throws Exception {
+        assumeImmediateData();
+        fx.connect(fx.options());
+        MemoryRegion ring = server.register(SIZE, LOCAL_WRITE | REMOTE_WRITE);
+        fx.recvWr(0, 1, null, 0, 0);
+        fx.assertPosted(server.postRecv(1));
+        fx.wr(0, 2, WrOpcode.RDMA_WRITE_WITH_IMM, SIGNALED, null, 0, 0).remote(0, ring.address(), ring.rkey())
+                .immData(0, IMM);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 1, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.RECV_RDMA_WITH_IMM, recv.opcode(), recv::toString);
+        assertEquals(0, recv.byteLen());
+        assertEquals(IMM, recv.imm());
+    }
+
+    /**
+     * A receive with no SGE takes a zero-length SEND (the notification where there is no immediate data)... except on
+     * siw, whose library refuses to post a receive without SGEs (EINVAL): there the notification's receive needs an
+     * SGE, however small.
+     */
+    @Test
+    void receiveWithoutSgesTakesAZeroLengthSend() throws Exception {
+        fx.connect(fx.options());
+        fx.recvWr(0, 1, null, 0, 0);
+        int rc = server.postRecv(1);
+        observed("post a receive without SGEs", rc == 0 ? "posted" : Errno.describe(rc));
+        if (isSoftIwarp()) {
+            assertErrnoRc(Errno.EINVAL, rc);
+            return;
+        }
+        fx.assertPosted(rc);
+        fx.wr(0, 2, WrOpcode.SEND, SIGNALED, null, 0, 0);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        assertWc(recv, 1, WcStatus.SUCCESS);
+        assertEquals(0, recv.byteLen());
+    }
+
+    /**
+     * The ring's notification on iWARP (no immediate data): an RDMA WRITE and then a SEND saying what it wrote, posted
+     * as one chain. When the SEND's receive completes, the WRITE's bytes are in the ring, every time.
+     */
+    @Test
+    void rdmaWriteThenSendArriveInOrder() throws Exception {
+        fx.connect(fx.options());
+        int ringSize = 64 * 1024;
+        MemoryRegion ring = server.register(ringSize, LOCAL_WRITE | REMOTE_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(ringSize, LOCAL_WRITE);
+        MemoryRegion notes = client.register(SIZE, LOCAL_WRITE);
+        int rounds = 40;
+        for (int r = 0; r < rounds; r++) {
+            int length = 1 + (r * 7919) % (16 * 1024);
+            int at = (r * 4099) % (ringSize - length);
+            write(out, at, pattern(length, r));
+            ByteBuffer note = notes.buffer();
+            note.putInt(r * 8, at).putInt(r * 8 + 4, length);
+            server.recv(r, in, 0, 64);
+            fx.wr(0, 1000 + r, WrOpcode.RDMA_WRITE, 0, out, at, length).remote(0, ring.address() + at, ring.rkey());
+            fx.wr(1, r, WrOpcode.SEND, SIGNALED, notes, r * 8, 8);
+            fx.assertPosted(client.postSend(2));
+            Wc recv = server.recvCompletion();
+            assertWc(recv, r, WcStatus.SUCCESS);
+            assertEquals(8, recv.byteLen());
+            ByteBuffer got = in.buffer();
+            assertEquals(at, got.getInt(0));
+            assertEquals(length, got.getInt(4));
+            assertArrayEquals(pattern(length, r), read(ring, at, length), "round " + r + ": the WRITE before the SEND");
+            assertWc(client.sendCompletion(), r, WcStatus.SUCCESS);
+        }
+    }
+
+    /**
+     * A ring written as the protocol will: messages of varied sizes one after another, a message that does not fit
+     * before the end written as two WRITEs (the end, then the start), each followed by its notification (WRITE WITH
+     * IMMEDIATE where there is immediate data, a SEND elsewhere); the receiver reads each message where the notification
+     * says, then lets the writer reuse that space.
+     */
+    @Test
+    void ringIsWrittenWithWrapAround() throws Exception {
+        fx.connect(fx.options());
+        boolean imm = fx.device.attributes().supportsImmediateData();
+        int ringSize = 8192;
+        MemoryRegion ring = server.register(ringSize, LOCAL_WRITE | REMOTE_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE * 4, LOCAL_WRITE);
+        int head = 0;
+        int wraps = 0;
+        for (int m = 0; m < 30; m++) {
+            int length = 300 + (m * 977) % 3000;
+            byte[] message = pattern(length, 200 + m);
+            write(out, 0, message);
+            server.recv(m, in, 0, 64); // before the sends are written: the list is shared
+            int start = head;
+            int first = Math.min(length, ringSize - start);
+            int k = 0;
+            fx.wr(k++, 2000 + m, WrOpcode.RDMA_WRITE, 0, out, 0, first).remote(0, ring.address() + start,
+                    ring.rkey());
+            if (first < length) {
+                wraps++;
+                fx.wr(k, 3000 + m, WrOpcode.RDMA_WRITE, 0, out, first, length - first).remote(k, ring.address(),
+                        ring.rkey());
+                k++;
+            }
+            int descriptor = start << 16 | length;
+            if (imm) {
+                fx.wr(k, m, WrOpcode.RDMA_WRITE_WITH_IMM, SIGNALED, null, 0, 0)
+                        .remote(k, ring.address(), ring.rkey()).immData(k, descriptor);
+            } else {
+                write(out, SIZE * 3 + m * 4, new byte[] {(byte) (descriptor >>> 24), (byte) (descriptor >>> 16),
+                        (byte) (descriptor >>> 8), (byte) descriptor});
+                fx.wr(k, m, WrOpcode.SEND, SIGNALED, out, SIZE * 3 + m * 4, 4);
+            }
+            k++;
+            fx.assertPosted(client.postSend(k));
+            assertWc(client.sendCompletion(), m, WcStatus.SUCCESS);
+            Wc recv = server.recvCompletion();
+            assertWc(recv, m, WcStatus.SUCCESS);
+            int got = imm ? recv.imm() : in.buffer().order(java.nio.ByteOrder.BIG_ENDIAN).getInt(0);
+            assertEquals(descriptor, got, "notification " + m);
+            int at = got >>> 16;
+            int len = got & 0xffff;
+            byte[] arrived = new byte[len];
+            int tail = Math.min(len, ringSize - at);
+            ring.buffer().get(at, arrived, 0, tail);
+            ring.buffer().get(0, arrived, tail, len - tail);
+            assertArrayEquals(message, arrived, "message " + m + " at " + at + ", " + len + " bytes");
+            head = (start + length) % ringSize;
+        }
+        assertTrue(wraps >= 3, "the ring wrapped " + wraps + " times");
+    }
+
+    /**
+     * Revocation by deregistration, where there are no memory windows (and for the transport's whole regions): once
+     * the responder deregistered a region, an RDMA READ or WRITE under its old rkey is refused.
+     */
+    @Test
+    void rdmaReadOfADeregisteredRegionIsRefused() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion exposed = fx.register(server.pd, SIZE, LOCAL_WRITE | REMOTE_READ);
+        write(exposed, 0, pattern(64, 21));
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        fx.wr(0, 1, WrOpcode.RDMA_READ, SIGNALED, local, 0, 64).remote(0, exposed.address(), exposed.rkey());
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        assertArrayEquals(pattern(64, 21), read(local, 0, 64));
+        exposed.close();
+        fx.wr(0, 2, WrOpcode.RDMA_READ, SIGNALED, local, 64, 64).remote(0, exposed.address(), exposed.rkey());
+        fx.assertPosted(client.postSend(1));
+        Wc wc = client.sendCompletion();
+        observed("RDMA READ of a deregistered region", WcStatus.name(wc.status()));
+        assertWc(wc, 2, READ_REFUSALS);
+        assertArrayEquals(new byte[64], read(local, 64, 64), "a read of a deregistered region returned bytes");
+        awaitState(server.qp(), QpState.ERROR, "the responder, which refused the read");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
+    }
+
+    @Test
+    void rdmaWriteToADeregisteredRegionIsRefused() throws Exception {
+        fx.connect(fx.options());
+        ByteBuffer memory = ByteBuffer.allocateDirect(SIZE);
+        MemoryRegion exposed = server.pd.registerMemory(memory, LOCAL_WRITE | REMOTE_WRITE);
+        long address = exposed.address();
+        int rkey = exposed.rkey();
+        exposed.close();
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(64, 22));
+        fx.wr(0, 1, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 64).remote(0, address, rkey);
+        fx.assertPosted(client.postSend(1));
+        Wc wc = client.sendCompletion();
+        observed("RDMA WRITE to a deregistered region", WcStatus.name(wc.status()));
+        assertRefusedByResponder(wc, 1, Set.of(WcStatus.REM_ACCESS_ERR));
+        byte[] after = new byte[64];
+        memory.get(0, after);
+        assertArrayEquals(new byte[64], after, "a write to a deregistered region changed it");
+    }
+
+    /** Binds {@code mw} through {@code end}'s QP to {@code [offset, offset + length)} of {@code mr}; waits for it. */
+    private int bind(End end, MemoryWindow mw, MemoryRegion mr, int offset, int length, int access, long wrId) {
+        int rkey = mw.nextRkey();
+        fx.wrs.bindWindow(0, wrId, SIGNALED, mw, rkey, mr, mr.address() + offset, length, access);
+        fx.assertPosted(end.postSend(1));
+        assertEquals(rkey, mw.rkey(), "the window's rkey once the bind is posted");
+        Wc wc = end.sendCompletion();
+        assertWc(wc, wrId, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.BIND_MW, wc.opcode(), wc::toString);
+        return rkey;
+    }
+
+    private Wc rdmaRead(End end, long wrId, MemoryRegion local, int localOffset, long remoteAddress, int rkey,
+                        int length) {
+        fx.wr(0, wrId, WrOpcode.RDMA_READ, SIGNALED, local, localOffset, length).remote(0, remoteAddress, rkey);
+        fx.assertPosted(end.postSend(1));
+        return end.sendCompletion();
+    }
+
+    /**
+     * The rendezvous' exposure: a region with no remote access of its own (rkey 0, as the transport's buffers are) read
+     * through a type-2 window bound on the QP of the connection that may read it, for the window's range only.
+     */
+    @Test
+    void rdmaReadThroughAMemoryWindow() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        assertEquals(0, buffer.rkey(), "MW_BIND grants no remote access by itself");
+        write(buffer, 0, pattern(SIZE, 23));
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, buffer, 1024, 2048, REMOTE_READ, 1);
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        Wc wc = rdmaRead(client, 2, local, 0, buffer.address() + 1024, rkey, 2048);
+        assertWc(wc, 2, WcStatus.SUCCESS);
+        assertEquals(2048, wc.byteLen());
+        assertArrayEquals(Arrays.copyOfRange(pattern(SIZE, 23), 1024, 3072), read(local, 0, 2048));
+        wc = rdmaRead(client, 3, local, 2048, buffer.address() + 3072 - 16, rkey, 32);
+        observed("RDMA READ past the end of a window", WcStatus.name(wc.status()));
+        if (isSoftRoce() && wc.status() == WcStatus.SUCCESS) {
+            // rxe checks the range against the window's region, not the window (check_rkey's mr_check_range): a
+            // window exposes its whole region, for the access it grants, through its QP (seen on rxe0, 2026-12-01)
+            assertArrayEquals(Arrays.copyOfRange(pattern(SIZE, 23), 3072 - 16, 3072 + 16), read(local, 2048, 32));
+            return;
+        }
+        assertWc(wc, 3, READ_REFUSALS);
+        assertArrayEquals(new byte[32], read(local, 2048, 32), "a read past the window returned bytes");
+    }
+
+    /** The ring's exposure: a window that grants REMOTE_WRITE over part of a region; nothing outside it is written. */
+    @Test
+    void rdmaWriteThroughAMemoryWindow() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion ring = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, ring, 0, 2048, REMOTE_WRITE, 1);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(SIZE, 24));
+        fx.wr(0, 2, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 512).remote(0, ring.address() + 1000, rkey);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        assertArrayEquals(pattern(512, 24), read(ring, 1000, 512));
+        fx.wr(0, 3, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 64).remote(0, ring.address() + 2048, rkey);
+        fx.assertPosted(client.postSend(1));
+        Wc wc = client.sendCompletion();
+        observed("RDMA WRITE past the end of a window", WcStatus.name(wc.status()));
+        if (isSoftRoce() && wc.status() == WcStatus.SUCCESS) {
+            // rxe writes anywhere in the window's region (see rdmaReadThroughAMemoryWindow)
+            assertArrayEquals(pattern(64, 24), read(ring, 2048, 64), "the WRITE rxe let through");
+            return;
+        }
+        assertRefusedByResponder(wc, 3, Set.of(WcStatus.REM_ACCESS_ERR));
+        assertArrayEquals(new byte[64], read(ring, 2048, 64), "a write past the window changed the region");
+    }
+
+    /** The owner revokes: after a LOCAL_INV of the window, a READ under its rkey is refused. */
+    @Test
+    void rdmaReadAfterLocalInvalidateIsRefused() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        write(buffer, 0, pattern(SIZE, 25));
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, buffer, 0, SIZE, REMOTE_READ, 1);
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        assertWc(rdmaRead(client, 2, local, 0, buffer.address(), rkey, 64), 2, WcStatus.SUCCESS);
+        fx.wrs.invalidate(0, 3, SIGNALED, rkey);
+        fx.assertPosted(server.postSend(1));
+        Wc inv = server.sendCompletion();
+        assertWc(inv, 3, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.LOCAL_INV, inv.opcode(), inv::toString);
+        Wc wc = rdmaRead(client, 4, local, 64, buffer.address(), rkey, 64);
+        observed("RDMA READ after LOCAL_INV of the window", WcStatus.name(wc.status()));
+        assertWc(wc, 4, READ_REFUSALS);
+        assertArrayEquals(new byte[64], read(local, 64, 64), "a read through an invalidated window returned bytes");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
+    }
+
+    /** The ring's revocation: after a LOCAL_INV of a window that granted REMOTE_WRITE, a WRITE under it is refused. */
+    @Test
+    void rdmaWriteAfterLocalInvalidateIsRefused() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion ring = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, ring, 0, SIZE, REMOTE_WRITE, 1);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(128, 31));
+        fx.wr(0, 2, WrOpcode.RDMA_WRITE, SIGNALED, out, 0, 64).remote(0, ring.address(), rkey);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        fx.wrs.invalidate(0, 3, SIGNALED, rkey);
+        fx.assertPosted(server.postSend(1));
+        assertWc(server.sendCompletion(), 3, WcStatus.SUCCESS);
+        fx.wr(0, 4, WrOpcode.RDMA_WRITE, SIGNALED, out, 64, 64).remote(0, ring.address() + 64, rkey);
+        fx.assertPosted(client.postSend(1));
+        Wc wc = client.sendCompletion();
+        observed("RDMA WRITE after LOCAL_INV of the window", WcStatus.name(wc.status()));
+        assertRefusedByResponder(wc, 4, Set.of(WcStatus.REM_ACCESS_ERR));
+        assertArrayEquals(pattern(64, 31), read(ring, 0, 64), "the WRITE before the invalidation");
+        assertArrayEquals(new byte[64], read(ring, 64, 64), "a write through an invalidated window changed the ring");
+    }
+
+    /** A window is bound again after its invalidation, with a new rkey; its old rkey stays refused. */
+    @Test
+    void windowBoundAgainRefusesItsOldRkey() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        write(buffer, 0, pattern(SIZE, 26));
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int first = bind(server, mw, buffer, 0, SIZE, REMOTE_READ, 1);
+        fx.wrs.invalidate(0, 2, SIGNALED, first);
+        fx.assertPosted(server.postSend(1));
+        assertWc(server.sendCompletion(), 2, WcStatus.SUCCESS);
+        int second = bind(server, mw, buffer, 0, SIZE, REMOTE_READ, 3);
+        assertNotEquals(first, second);
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        assertWc(rdmaRead(client, 4, local, 0, buffer.address() + 100, second, 64), 4, WcStatus.SUCCESS);
+        assertArrayEquals(Arrays.copyOfRange(pattern(SIZE, 26), 100, 164), read(local, 0, 64));
+        Wc wc = rdmaRead(client, 5, local, 64, buffer.address(), first, 64);
+        observed("RDMA READ under a window's previous rkey", WcStatus.name(wc.status()));
+        assertWc(wc, 5, READ_REFUSALS);
+        assertArrayEquals(new byte[64], read(local, 64, 64), "the old rkey read bytes");
+    }
+
+    /**
+     * The reader revokes: its SEND WITH INVALIDATE names the window, which the responder invalidates before the
+     * receive completes (FLAG_WITH_INV and the rkey in the completion); a READ under that rkey is refused afterwards.
+     */
+    @Test
+    void sendWithInvalidateRevokesTheWindow() throws Exception {
+        assumeMemoryWindows();
+        assumeTrue(fx.device.attributes().supportsSendWithInvalidate(), "no SEND_WITH_INV");
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        write(buffer, 0, pattern(SIZE, 27));
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, buffer, 0, SIZE, REMOTE_READ, 1);
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        assertWc(rdmaRead(client, 2, local, 0, buffer.address(), rkey, SIZE), 2, WcStatus.SUCCESS);
+        assertArrayEquals(pattern(SIZE, 27), read(local, 0, SIZE));
+        server.recv(3, in, 0, 64);
+        write(local, 0, ascii("done"));
+        fx.wr(0, 4, WrOpcode.SEND_WITH_INV, SIGNALED, local, 0, 4).invalidateRkey(0, rkey);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 4, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        observed("the receive of a SEND_WITH_INV of a window", recv);
+        assertWc(recv, 3, WcStatus.SUCCESS);
+        assertEquals(WcOpcode.RECV, recv.opcode(), recv::toString);
+        assertEquals(4, recv.byteLen());
+        assertArrayEquals(ascii("done"), read(in, 0, 4));
+        Wc wc = rdmaRead(client, 5, local, 0, buffer.address(), rkey, 64);
+        observed("RDMA READ after the reader's SEND_WITH_INV", WcStatus.name(wc.status()));
+        assertWc(wc, 5, READ_REFUSALS);
+        // rxe's library hands over the kernel's flag bits, where an invalidation is IBV_WC_IP_CSUM_OK's bit: the JNI
+        // provider reads it as FLAG_WITH_INV there
+        assertTrue(recv.withInv(), "FLAG_WITH_INV: " + recv);
+        assertEquals(rkey, recv.imm(), "the invalidated rkey: " + recv);
+    }
+
+    /**
+     * "To one connection only": a window bound through one connection's QP is refused on another connection whose QP
+     * is in the same protection domain (the transport's connections share one), even with the exact rkey and address.
+     */
+    @Test
+    void windowBoundOnOneQpIsRefusedOnAnother() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        End[] other = fx.connectAnother(server.pd);
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        write(buffer, 0, pattern(SIZE, 28));
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, buffer, 0, SIZE, REMOTE_READ | REMOTE_WRITE, 1);
+        MemoryRegion local = other[0].register(SIZE, LOCAL_WRITE);
+        Wc wc = rdmaRead(other[0], 2, local, 0, buffer.address(), rkey, 64);
+        observed("RDMA READ through another QP of the window's PD", WcStatus.name(wc.status()));
+        assertWc(wc, 2, READ_REFUSALS);
+        assertArrayEquals(new byte[64], read(local, 0, 64), "another connection read through the window");
+        MemoryRegion mine = client.register(SIZE, LOCAL_WRITE);
+        assertWc(rdmaRead(client, 3, mine, 0, buffer.address(), rkey, 64), 3, WcStatus.SUCCESS);
+        assertArrayEquals(pattern(64, 28), read(mine, 0, 64), "the window's own connection");
+    }
+
+    /** A window's rkey is refused through a QP of another protection domain, which cannot bind it either. */
+    @Test
+    void windowIsRefusedInAnotherPd() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        ProtectionDomain otherPd = fx.own(fx.device.allocPd());
+        End[] other = fx.connectAnother(otherPd);
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        write(buffer, 0, pattern(SIZE, 29));
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, buffer, 0, SIZE, REMOTE_READ, 1);
+        MemoryRegion local = other[0].register(SIZE, LOCAL_WRITE);
+        Wc wc = rdmaRead(other[0], 2, local, 0, buffer.address(), rkey, 64);
+        observed("RDMA READ through a QP of another PD", WcStatus.name(wc.status()));
+        assertWc(wc, 2, READ_REFUSALS);
+        assertArrayEquals(new byte[64], read(local, 0, 64), "another PD read through the window");
+        MemoryWindow foreign = fx.own(otherPd.allocMemoryWindow());
+        MemoryRegion mine = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        fx.wrs.bindWindow(0, 3, SIGNALED, foreign, foreign.nextRkey(), mine, mine.address(), 64, REMOTE_READ);
+        fx.assertPosted(server.postSend(1));
+        Wc bound = server.sendCompletion();
+        observed("BIND_MW of another PD's window", WcStatus.name(bound.status()));
+        assertWc(bound, 3, WcStatus.MW_BIND_ERR);
+    }
+
+    /** A bind over a region registered without MW_BIND is refused (MW_BIND_ERR) and nothing is exposed. */
+    @Test
+    void bindOverARegionWithoutMwBindFails() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE);
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        fx.wrs.bindWindow(0, 1, SIGNALED, mw, mw.nextRkey(), buffer, buffer.address(), SIZE, REMOTE_READ);
+        fx.assertPosted(server.postSend(1));
+        Wc wc = server.sendCompletion();
+        assertWc(wc, 1, WcStatus.MW_BIND_ERR);
+        awaitState(server.qp(), QpState.ERROR, "the QP whose bind failed");
+    }
+
+    /** A region with a window bound to it cannot be deregistered (EINVAL), until the window is invalidated. */
+    @Test
+    void regionWithABoundWindowCannotBeDeregistered() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.pd.registerMemory(ByteBuffer.allocateDirect(SIZE), LOCAL_WRITE | Access.MW_BIND);
+        MemoryWindow mw = server.pd.allocMemoryWindow();
+        int rkey = bind(server, mw, buffer, 0, SIZE, REMOTE_READ, 1);
+        VerbsException e = assertThrows(VerbsException.class, buffer::close);
+        observed("ibv_dereg_mr under a bound window", Errno.describe(e.errno()));
+        assertEquals(Errno.describe(Errno.EINVAL), Errno.describe(e.errno()), e.getMessage());
+        fx.wrs.invalidate(0, 2, SIGNALED, rkey);
+        fx.assertPosted(server.postSend(1));
+        assertWc(server.sendCompletion(), 2, WcStatus.SUCCESS);
+        buffer.close();
+        mw.close();
+    }
+
+    /**
+     * A peer cannot revoke what it was not given: a SEND WITH INVALIDATE naming a region of the responder (here the
+     * region its receives use, by its lkey, which a peer can guess) leaves that region usable. rxe refuses to
+     * invalidate a region registered by ibv_reg_mr; siw does not check what kind of STag it invalidates: the region
+     * becomes unusable for every QP of its protection domain (seen on siw0; a peer can disable the memory of other
+     * connections that share the PD).
+     */
+    @Test
+    void sendWithInvalidateCannotRevokeARegion() throws Exception {
+        assumeTrue(fx.device.attributes().supportsSendWithInvalidate(), "no SEND_WITH_INV");
+        fx.connect(fx.options());
+        End[] other = fx.connectAnother(server.pd);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, ascii("evil"));
+        server.recv(1, in, 0, 64);
+        fx.wr(0, 2, WrOpcode.SEND_WITH_INV, SIGNALED, out, 0, 4).invalidateRkey(0, in.lkey());
+        fx.assertPosted(client.postSend(1));
+        Wc recv = server.recvCompletion();
+        Wc sent = client.sendCompletion();
+        observed("SEND_WITH_INV of a region's lkey: receive, send", recv + ", " + sent);
+        MemoryRegion out2 = other[0].register(SIZE, LOCAL_WRITE);
+        write(out2, 0, pattern(64, 30));
+        fx.recvWr(0, 3, in, 64, 64);
+        fx.assertPosted(other[1].postRecv(1));
+        fx.wr(0, 4, WrOpcode.SEND, SIGNALED, out2, 0, 64);
+        fx.assertPosted(other[0].postSend(1));
+        Wc later = other[1].recvCompletion();
+        observed("a receive into that region on another connection of the PD", later);
+        if (isSoftIwarp() && later.status() != WcStatus.SUCCESS) {
+            // siw invalidated the region's STag: its lkey is dead for every QP of the PD. The receive of the
+            // SEND_WITH_INV completed successfully, without FLAG_WITH_INV (seen on siw0, 2026-12-01); the later
+            // receive fails as a failed DDP placement does
+            assertWc(recv, 1, WcStatus.SUCCESS);
+            assertWc(later, 3, RECEIVE_PROTECTION_ERRORS);
+            assertArrayEquals(new byte[64], read(in, 64, 64), "nothing was written into the invalidated region");
+            return;
+        }
+        assertFalse(recv.status() == WcStatus.SUCCESS && recv.withInv(), "a region was invalidated: " + recv);
+        assertWc(later, 3, WcStatus.SUCCESS);
+        assertArrayEquals(pattern(64, 30), read(in, 64, 64), "the region after a peer tried to revoke it");
+    }
+
+    /** A bind that names a window no longer allocated is refused when posted (EINVAL at its index). */
+    @Test
+    void bindOfAClosedWindowIsRefusedAtPost() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        MemoryWindow mw = server.pd.allocMemoryWindow();
+        mw.close();
+        mw.close();
+        fx.wrs.bindWindow(0, 1, SIGNALED, mw, mw.nextRkey(), buffer, buffer.address(), SIZE, REMOTE_READ);
+        assertErrnoRc(Errno.EINVAL, server.postSend(1));
+        assertEquals(0, fx.wrs.badIndex());
+        fx.assertNoCompletion(server.sendCq);
+    }
+
     // ---- helpers ------------------------------------------------------------------------------------------------
 
     /** Posts {@code n} receives with wr_ids 0 .. n - 1, each {@code size} bytes of {@code mr}, as one chain. */
@@ -1645,6 +2248,16 @@ public abstract class VerbsConformanceSuite {
         } catch (IOException e) {
             return fx.device.name().startsWith("siw");
         }
+    }
+
+    /**
+     * Whether the device under test is SoftRoCE, the kernel's rxe driver: a RoCE device of a provider other than the
+     * emulated one named rxeN (as the VM names it). Its one branch: it does not confine a memory
+     * window to the window's range (rdmaReadThroughAMemoryWindow).
+     */
+    private boolean isSoftRoce() {
+        return fx.device.attributes().transport() == Transport.ROCE && !"emulated".equals(fx.provider.name())
+                && fx.device.name().startsWith("rxe");
     }
 
     private static void assertCompletion(Wc wc, long wrId, int opcode, int qpNum) {

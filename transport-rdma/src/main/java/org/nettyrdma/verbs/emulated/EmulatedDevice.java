@@ -19,6 +19,7 @@ final class EmulatedDevice implements Device {
     private final List<InetAddress> addresses;
     private int qps;
     private int mrs;
+    private int mws;
 
     EmulatedDevice(EmulatedFabric fabric, String name, DeviceAttributes attributes, List<InetAddress> addresses) {
         this.fabric = fabric;
@@ -109,6 +110,17 @@ final class EmulatedDevice implements Device {
 
     synchronized void releaseMr() {
         mrs--;
+    }
+
+    synchronized void reserveMw() throws VerbsException {
+        if (mws >= attributes.maxMw()) {
+            throw new VerbsException("ibv_alloc_mw", Errno.ENOMEM, "max_mw " + attributes.maxMw() + " of " + name);
+        }
+        mws++;
+    }
+
+    synchronized void releaseMw() {
+        mws--;
     }
 
     @Override

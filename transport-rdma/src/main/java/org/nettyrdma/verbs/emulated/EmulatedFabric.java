@@ -42,6 +42,9 @@ public final class EmulatedFabric {
     private final List<EmulatedCmId> boundIds = new ArrayList<>();
     private final AtomicInteger qpNums = new AtomicInteger(0x11);
     private volatile EmulatedMemoryRegion[] keys = new EmulatedMemoryRegion[16];
+    /** Memory windows: key = (WINDOW_INDEX_BASE + index) << 8 | tag, apart from the regions' keys as on rxe. */
+    private volatile EmulatedMemoryWindow[] windows = new EmulatedMemoryWindow[16];
+    private static final int WINDOW_INDEX_BASE = 1 << 23;
     private int keyTag;
     private long nextIova = IOVA_BASE;
     private int nextEphemeralPort = FIRST_EPHEMERAL_PORT;
@@ -73,9 +76,16 @@ public final class EmulatedFabric {
         }
     }
 
-    /** Limits like a current RoCE NIC's (or, for iWARP, a NIC without immediate data). */
+    /**
+     * Limits like a current RoCE NIC's, with type-2 memory windows and SEND_WITH_INV as rxe has them; for iWARP, what
+     * siw has: no immediate data, no memory windows ({@code max_mw} 0), SEND_WITH_INV (memory management extensions).
+     */
     public static DeviceAttributes defaultAttributes(Transport transport) {
-        return new DeviceAttributes(transport, 65536, 16384, 32, 256, 65536, 65536, 1L << 40, 16);
+        boolean iwarp = transport == Transport.IWARP;
+        return new DeviceAttributes(transport, 65536, 16384, 32, 256, 65536, 65536, 1L << 40, 16, iwarp ? 0 : 524287,
+                iwarp ? DeviceAttributes.CAP_MEM_MGT_EXTENSIONS
+                        : DeviceAttributes.CAP_MEM_WINDOW | DeviceAttributes.CAP_MEM_WINDOW_TYPE_2B
+                        | DeviceAttributes.CAP_MEM_MGT_EXTENSIONS);
     }
 
     /**
@@ -235,6 +245,44 @@ public final class EmulatedFabric {
         }
         EmulatedMemoryRegion mr = table[index];
         return mr != null && mr.lkey() == key ? mr : null;
+    }
+
+    // ---- memory windows ----
+
+    synchronized EmulatedMemoryWindow allocWindow(EmulatedProtectionDomain pd) {
+        EmulatedMemoryWindow[] table = windows;
+        int index = 1;
+        while (index < table.length && table[index] != null) {
+            index++;
+        }
+        EmulatedMemoryWindow[] copy = Arrays.copyOf(table, index < table.length ? table.length : table.length * 2);
+        keyTag = (keyTag + 1) & 0xff;
+        EmulatedMemoryWindow mw = new EmulatedMemoryWindow(pd, (WINDOW_INDEX_BASE + index) << 8 | keyTag);
+        copy[index] = mw;
+        windows = copy;
+        return mw;
+    }
+
+    synchronized void removeWindow(EmulatedMemoryWindow mw) {
+        EmulatedMemoryWindow[] copy = windows.clone();
+        int index = (mw.rkey >>> 8) - WINDOW_INDEX_BASE;
+        if (index > 0 && index < copy.length && copy[index] == mw) {
+            copy[index] = null;
+        }
+        windows = copy;
+    }
+
+    /** The window whose key has the index of {@code rkey} (whatever its low 8 bits), or null. Lock-free. */
+    EmulatedMemoryWindow windowAt(int rkey) {
+        EmulatedMemoryWindow[] table = windows;
+        int index = (rkey >>> 8) - WINDOW_INDEX_BASE;
+        return index > 0 && index < table.length ? table[index] : null;
+    }
+
+    /** The window whose current rkey is {@code rkey}, or null. */
+    EmulatedMemoryWindow window(int rkey) {
+        EmulatedMemoryWindow mw = windowAt(rkey);
+        return mw != null && mw.rkey == rkey ? mw : null;
     }
 
     // ---- for tests ----

@@ -1,6 +1,8 @@
 package org.nettyrdma.verbs.emulated;
 
 import org.nettyrdma.verbs.Access;
+import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.VerbsException;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.ProtectionDomain;
 
@@ -15,6 +17,8 @@ final class EmulatedMemoryRegion implements MemoryRegion {
     private final int access;
     private final int key;
     private boolean closed;
+    /** Memory windows bound to this region: while there are any, it cannot be deregistered (as on rxe). */
+    private int windows;
 
     EmulatedMemoryRegion(EmulatedProtectionDomain pd, ByteBuffer buffer, long address, long length, int access,
                          int key) {
@@ -76,11 +80,22 @@ final class EmulatedMemoryRegion implements MemoryRegion {
         return offset >= 0 && len >= 0 && offset <= length - len ? (int) offset : -1;
     }
 
+    synchronized void windowBound() {
+        windows++;
+    }
+
+    synchronized void windowUnbound() {
+        windows--;
+    }
+
     @Override
-    public void close() {
+    public void close() throws VerbsException {
         synchronized (this) {
             if (closed) {
                 return;
+            }
+            if (windows > 0) {
+                throw new VerbsException("ibv_dereg_mr", Errno.EINVAL, windows + " memory windows bound to it");
             }
             closed = true;
         }

@@ -4,6 +4,7 @@ import org.nettyrdma.verbs.Access;
 import org.nettyrdma.verbs.Device;
 import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.MemoryWindow;
 import org.nettyrdma.verbs.ProtectionDomain;
 import org.nettyrdma.verbs.VerbsException;
 
@@ -45,6 +46,21 @@ final class EmulatedProtectionDomain implements ProtectionDomain {
         return device.fabric().register(this, buffer, access);
     }
 
+    @Override
+    public MemoryWindow allocMemoryWindow() throws VerbsException {
+        if (!device.attributes().supportsMemoryWindows()) {
+            throw new VerbsException("ibv_alloc_mw", Errno.EOPNOTSUPP, device.name() + " has no memory windows");
+        }
+        synchronized (this) {
+            if (closed) {
+                throw new VerbsException("ibv_alloc_mw", Errno.EBADF, "protection domain closed");
+            }
+            device.reserveMw();
+            users++;
+        }
+        return device.fabric().allocWindow(this);
+    }
+
     synchronized void use() throws VerbsException {
         if (closed) {
             throw new VerbsException("rdma_create_qp", Errno.EBADF, "protection domain closed");
@@ -62,7 +78,7 @@ final class EmulatedProtectionDomain implements ProtectionDomain {
             return;
         }
         if (users > 0) {
-            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions or queue pairs use it");
+            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows or queue pairs use it");
         }
         closed = true;
     }

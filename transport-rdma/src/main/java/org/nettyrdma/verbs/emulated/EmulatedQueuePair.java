@@ -41,6 +41,9 @@ final class EmulatedQueuePair implements QueuePair {
     private final QpInitAttributes caps;
     private final int qpNum;
     private final boolean immediates;
+    /** BIND_MW and LOCAL_INV (type-2 memory windows, as rxe has them). */
+    private final boolean windows;
+    private final boolean sendWithInvalidate;
     /** iWARP: a message that finds no receive here terminates the connection instead of being retried (RNR). */
     private final boolean terminatesWithoutReceive;
     private final boolean signalAll;
@@ -63,6 +66,7 @@ final class EmulatedQueuePair implements QueuePair {
     private final int[] sqImm;
     private final long[] sqRemoteAddr;
     private final int[] sqRkey;
+    private final int[] sqMwRkey;
     private final int[] sqNumSge;
     private final long[] sqSgeAddr;
     private final int[] sqSgeLen;
@@ -105,6 +109,8 @@ final class EmulatedQueuePair implements QueuePair {
         this.recvCq = (EmulatedCompletionQueue) caps.recvCq();
         this.qpNum = fabric.nextQpNum();
         this.immediates = device.attributes().supportsImmediateData();
+        this.windows = device.attributes().supportsMemoryWindows();
+        this.sendWithInvalidate = device.attributes().supportsSendWithInvalidate();
         this.terminatesWithoutReceive = device.attributes().transport() == DeviceAttributes.Transport.IWARP;
         this.signalAll = caps.signalAll();
         sqSize = caps.maxSendWr();
@@ -116,6 +122,7 @@ final class EmulatedQueuePair implements QueuePair {
         sqImm = new int[sqSize];
         sqRemoteAddr = new long[sqSize];
         sqRkey = new int[sqSize];
+        sqMwRkey = new int[sqSize];
         sqNumSge = new int[sqSize];
         sqSgeAddr = new long[sqSize * sqSge];
         sqSgeLen = new int[sqSize * sqSge];
@@ -243,13 +250,23 @@ final class EmulatedQueuePair implements QueuePair {
         int opcode = wrs.opcode(i);
         int flags = wrs.sendFlags(i);
         int n = wrs.numSge(i);
-        if (opcode < WrOpcode.RDMA_WRITE || opcode > WrOpcode.RDMA_READ || n < 0 || n > caps.maxSendSge()
-                || (!immediates && (opcode == WrOpcode.SEND_WITH_IMM || opcode == WrOpcode.RDMA_WRITE_WITH_IMM))) {
+        if (!supported(opcode) || n < 0 || n > caps.maxSendSge()) {
             return -Errno.EINVAL;
         }
+        boolean local = opcode == WrOpcode.BIND_MW || opcode == WrOpcode.LOCAL_INV;
         boolean inline = (flags & SendFlags.INLINE) != 0;
-        if (inline && opcode == WrOpcode.RDMA_READ) {
+        if (inline && (opcode == WrOpcode.RDMA_READ || local)) {
             return -Errno.EINVAL;
+        }
+        EmulatedMemoryWindow bound = null;
+        if (opcode == WrOpcode.BIND_MW) {
+            // the bind must name a live window and region (a provider over rdma-core needs their objects to post it)
+            bound = fabric.windowAt(wrs.mwRkey(i));
+            if (n != 1 || bound == null || fabric.lookup(wrs.sgeLkey(i, 0)) == null) {
+                return -Errno.EINVAL;
+            }
+        } else if (opcode == WrOpcode.LOCAL_INV) {
+            n = 0;
         }
         if (sqTail - sqHead == sqSize) {
             return -Errno.ENOMEM;
@@ -275,9 +292,32 @@ final class EmulatedQueuePair implements QueuePair {
         sqImm[slot] = wrs.immData(i);
         sqRemoteAddr[slot] = wrs.remoteAddr(i);
         sqRkey[slot] = wrs.rkey(i);
+        sqMwRkey[slot] = wrs.mwRkey(i);
         sqNumSge[slot] = n;
         sqTail++;
+        if (bound != null) {
+            bound.posted(wrs.rkey(i));
+        }
         return 0;
+    }
+
+    private boolean supported(int opcode) {
+        switch (opcode) {
+            case WrOpcode.RDMA_WRITE:
+            case WrOpcode.SEND:
+            case WrOpcode.RDMA_READ:
+                return true;
+            case WrOpcode.SEND_WITH_IMM:
+            case WrOpcode.RDMA_WRITE_WITH_IMM:
+                return immediates;
+            case WrOpcode.BIND_MW:
+            case WrOpcode.LOCAL_INV:
+                return windows;
+            case WrOpcode.SEND_WITH_INV:
+                return sendWithInvalidate;
+            default:
+                return false;
+        }
     }
 
     /** Copies an inline send's bytes now, so the caller may reuse them; -1 if an SGE names no registered memory. */
@@ -367,11 +407,22 @@ final class EmulatedQueuePair implements QueuePair {
     }
 
     private int execute(int slot) {
+        int opcode = sqOpcode[slot];
+        if (opcode == WrOpcode.BIND_MW) {
+            return bindWindow(slot);
+        }
+        if (opcode == WrOpcode.LOCAL_INV) {
+            EmulatedMemoryWindow mw = fabric.window(sqImm[slot]);
+            if (mw == null || !mw.valid || mw.emulatedPd() != pd) {
+                return WcStatus.LOC_QP_OP_ERR;
+            }
+            mw.invalidate();
+            return WcStatus.SUCCESS;
+        }
         EmulatedQueuePair p = peer;
         if (link.severed || p == null || p.destroyed || p.state != QpState.RTS) {
             return WcStatus.RETRY_EXC_ERR;
         }
-        int opcode = sqOpcode[slot];
         boolean inline = (sqFlags[slot] & SendFlags.INLINE) != 0;
         int base = slot * sqSge;
         long total;
@@ -389,7 +440,8 @@ final class EmulatedQueuePair implements QueuePair {
         }
         switch (opcode) {
             case WrOpcode.SEND:
-            case WrOpcode.SEND_WITH_IMM: {
+            case WrOpcode.SEND_WITH_IMM:
+            case WrOpcode.SEND_WITH_INV: {
                 if (p.rqHead == p.rqTail) {
                     return noReceive(p);
                 }
@@ -405,16 +457,33 @@ final class EmulatedQueuePair implements QueuePair {
                     p.failRecv(rslot, WcStatus.LOC_LEN_ERR);
                     return WcStatus.REM_INV_REQ_ERR;
                 }
+                EmulatedMemoryWindow invalidated = null;
+                if (opcode == WrOpcode.SEND_WITH_INV) {
+                    // only a window bound through the responder's QP can be invalidated by its peer
+                    invalidated = fabric.window(sqImm[slot]);
+                    if (invalidated == null || !invalidated.valid || invalidated.qp != p) {
+                        p.failRecv(rslot, WcStatus.REM_INV_REQ_ERR);
+                        return WcStatus.REM_INV_REQ_ERR;
+                    }
+                }
                 copyOut(slot, inline, (int) total, p.rqSgeAddr, p.rqSgeLen, p.rqSgeLkey, rbase);
                 boolean imm = opcode == WrOpcode.SEND_WITH_IMM;
+                int flags = imm ? WcOpcode.FLAG_WITH_IMM : 0;
+                if (invalidated != null) {
+                    invalidated.invalidate();
+                    flags = WcOpcode.FLAG_WITH_INV;
+                }
                 p.rqHead++;
-                p.recvCq.add(p.rqWrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV, (int) total, imm ? sqImm[slot] : 0,
-                        p.qpNum, imm ? WcOpcode.FLAG_WITH_IMM : 0, (sqFlags[slot] & SendFlags.SOLICITED) != 0);
+                p.recvCq.add(p.rqWrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV, (int) total,
+                        imm || invalidated != null ? sqImm[slot] : 0, p.qpNum, flags,
+                        (sqFlags[slot] & SendFlags.SOLICITED) != 0);
                 return WcStatus.SUCCESS;
             }
             case WrOpcode.RDMA_WRITE:
             case WrOpcode.RDMA_WRITE_WITH_IMM: {
-                if (remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot], total, Access.REMOTE_WRITE) == null) {
+                EmulatedMemoryRegion target = remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot], total,
+                        Access.REMOTE_WRITE);
+                if (target == null) {
                     p.enterError();
                     return WcStatus.REM_ACCESS_ERR;
                 }
@@ -424,7 +493,7 @@ final class EmulatedQueuePair implements QueuePair {
                 }
                 oneAddr[0] = sqRemoteAddr[slot];
                 oneLen[0] = (int) total;
-                oneKey[0] = sqRkey[slot];
+                oneKey[0] = target.lkey();
                 copyOut(slot, inline, (int) total, oneAddr, oneLen, oneKey, 0);
                 if (imm) {
                     int rslot = (int) (p.rqHead % p.rqSize);
@@ -468,8 +537,19 @@ final class EmulatedQueuePair implements QueuePair {
         return total;
     }
 
+    /**
+     * The region that responder {@code p} lets {@code [addr, addr + length)} be accessed in with {@code access} under
+     * {@code rkey}: a region of its PD that grants it, or a valid memory window bound through {@code p} itself.
+     */
     private EmulatedMemoryRegion remoteRegion(EmulatedQueuePair p, long addr, int rkey, long length, int access) {
-        EmulatedMemoryRegion mr = rkey == 0 ? null : fabric.lookup(rkey);
+        if (rkey == 0) {
+            return null;
+        }
+        EmulatedMemoryWindow mw = fabric.window(rkey);
+        if (mw != null) {
+            return mw.admit(p, addr, length, access);
+        }
+        EmulatedMemoryRegion mr = fabric.lookup(rkey);
         return mr != null && mr.emulatedPd() == p.pd && (mr.access() & access) != 0 && mr.offsetOf(addr, length) >= 0
                 ? mr : null;
     }
@@ -507,7 +587,31 @@ final class EmulatedQueuePair implements QueuePair {
         }
     }
 
+    /**
+     * A BIND_MW as rxe checks it: the window of this QP's PD and free, the region of the same PD with MW_BIND, a
+     * non-empty range inside it, REMOTE_WRITE only over LOCAL_WRITE memory. It then admits its new rkey on this QP.
+     */
+    private int bindWindow(int slot) {
+        EmulatedMemoryWindow mw = fabric.windowAt(sqMwRkey[slot]);
+        int base = slot * sqSge;
+        EmulatedMemoryRegion mr = fabric.lookup(sqSgeLkey[base]);
+        long addr = sqSgeAddr[base];
+        long length = sqSgeLen[base] & 0xffffffffL;
+        int access = sqImm[slot];
+        if (mw == null || mw.rkey != sqMwRkey[slot] || mw.valid || mw.emulatedPd() != pd || mr == null
+                || mr.emulatedPd() != pd || (mr.access() & Access.MW_BIND) == 0 || length == 0
+                || mr.offsetOf(addr, length) < 0 || (access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE)) != 0
+                || ((access & Access.REMOTE_WRITE) != 0 && (mr.access() & Access.LOCAL_WRITE) == 0)) {
+            return WcStatus.MW_BIND_ERR;
+        }
+        mw.bind(this, mr, addr, length, access, sqRkey[slot]);
+        return WcStatus.SUCCESS;
+    }
+
     private int byteLen(int slot) {
+        if (sqOpcode[slot] == WrOpcode.BIND_MW || sqOpcode[slot] == WrOpcode.LOCAL_INV) {
+            return 0;
+        }
         if ((sqFlags[slot] & SendFlags.INLINE) != 0) {
             return sqInlineLen[slot];
         }
@@ -526,6 +630,10 @@ final class EmulatedQueuePair implements QueuePair {
                 return WcOpcode.RDMA_WRITE;
             case WrOpcode.RDMA_READ:
                 return WcOpcode.RDMA_READ;
+            case WrOpcode.BIND_MW:
+                return WcOpcode.BIND_MW;
+            case WrOpcode.LOCAL_INV:
+                return WcOpcode.LOCAL_INV;
             default:
                 return WcOpcode.SEND;
         }

@@ -1,5 +1,6 @@
 package org.nettyrdma.verbs.jni;
 
+import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.CompletionChannel;
@@ -15,6 +16,8 @@ final class JniDevice implements Device {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(JniDevice.class);
     /** soft-iWARP's {@code vendor_id}: "bmt". */
     static final long SIW_VENDOR_ID = 0x626d74;
+    /** SoftRoCE's {@code vendor_id} (rxe0 reports it). */
+    static final long RXE_VENDOR_ID = 0xffffff;
     /**
      * libsiw (rdma-core) refuses a CQ, QP or SRQ whose queue's mmap key is {@code SIW_INVAL_UOBJ_KEY}, 0x90000, which
      * the kernel hands out as an ordinary key: the offset of page 144 of the context's mmap space, where keys are the
@@ -29,7 +32,11 @@ final class JniDevice implements Device {
     private final String name;
     private final DeviceAttributes attributes;
     private final boolean softIwarp;
+    /** rxe: its library passes the kernel's completion flags through, so an invalidation shows in another bit. */
+    private final boolean softRoce;
     private long siwGuardCq;
+    /** Live memory windows by rkey index, copied on write: a post looks a bind's window up here without a lock. */
+    private volatile IntObjectHashMap<JniMemoryWindow> windows = new IntObjectHashMap<>();
 
     JniDevice(JniProvider provider, long context) throws VerbsException {
         this.provider = provider;
@@ -40,8 +47,11 @@ final class JniDevice implements Device {
         this.attributes = new DeviceAttributes(DeviceAttributes.Transport.values()[(int) a[JniLayout.ATTR_TRANSPORT]],
                 (int) a[JniLayout.ATTR_MAX_QP], (int) a[JniLayout.ATTR_MAX_QP_WR], (int) a[JniLayout.ATTR_MAX_SGE],
                 (int) a[JniLayout.ATTR_MAX_INLINE_DATA], (int) a[JniLayout.ATTR_MAX_CQE], (int) a[JniLayout.ATTR_MAX_MR],
-                a[JniLayout.ATTR_MAX_MR_SIZE], (int) a[JniLayout.ATTR_MAX_QP_RD_ATOM]);
+                a[JniLayout.ATTR_MAX_MR_SIZE], (int) a[JniLayout.ATTR_MAX_QP_RD_ATOM], (int) a[JniLayout.ATTR_MAX_MW],
+                a[JniLayout.ATTR_DEVICE_CAP_FLAGS]);
         softIwarp = a[JniLayout.ATTR_VENDOR_ID] == SIW_VENDOR_ID;
+        softRoce = a[JniLayout.ATTR_VENDOR_ID] == RXE_VENDOR_ID
+                && attributes.transport() == DeviceAttributes.Transport.ROCE;
         if (softIwarp) {
             long guard = Native.createCq(context, SIW_GUARD_CQ_ENTRIES, 0);
             if (guard > 0) {
@@ -93,6 +103,27 @@ final class JniDevice implements Device {
         return new JniProtectionDomain(this, handle);
     }
 
+    synchronized void addWindow(JniMemoryWindow mw) {
+        IntObjectHashMap<JniMemoryWindow> copy = new IntObjectHashMap<>(windows.size() + 1);
+        copy.putAll(windows);
+        copy.put(mw.index(), mw);
+        windows = copy;
+    }
+
+    synchronized void removeWindow(JniMemoryWindow mw) {
+        IntObjectHashMap<JniMemoryWindow> copy = new IntObjectHashMap<>(Math.max(1, windows.size()));
+        copy.putAll(windows);
+        if (copy.get(mw.index()) == mw) {
+            copy.remove(mw.index());
+        }
+        windows = copy;
+    }
+
+    /** The live window whose rkey has the index of {@code rkey} (whatever its low 8 bits), or null. */
+    JniMemoryWindow window(int rkey) {
+        return windows.get(rkey >>> 8);
+    }
+
     @Override
     public CompletionChannel createCompletionChannel() throws VerbsException {
         provider.checkOpen("ibv_create_comp_channel");
@@ -121,6 +152,9 @@ final class JniDevice implements Device {
         long handle = Native.createCq(context, cqe, c == null ? 0 : c.handle());
         if (handle < 0) {
             throw new VerbsException("ibv_create_cq", (int) -handle, "cqe " + cqe + " on " + name);
+        }
+        if (softRoce) {
+            Native.cqKernelWcFlags(handle);
         }
         JniCompletionQueue cq = new JniCompletionQueue(this, handle, c);
         if (c != null) {

@@ -46,6 +46,8 @@ final class JniLayout {
     static final int ATTR_MAX_QP_RD_ATOM = Native.attrMaxQpRdAtom();
     static final int ATTR_MAX_INLINE_DATA = Native.attrMaxInlineData();
     static final int ATTR_VENDOR_ID = Native.attrVendorId();
+    static final int ATTR_MAX_MW = Native.attrMaxMw();
+    static final int ATTR_DEVICE_CAP_FLAGS = Native.attrDeviceCapFlags();
     static final int ATTR_COUNT = Native.attrCount();
 
     /** {@code createQp}'s output: the index of each granted capability. */
@@ -91,6 +93,7 @@ final class JniLayout {
                 new Field("WorkRequestList.OFFSET_REMOTE_ADDR", WorkRequestList.OFFSET_REMOTE_ADDR,
                         Native.wrOffsetRemoteAddr()),
                 new Field("WorkRequestList.OFFSET_RKEY", WorkRequestList.OFFSET_RKEY, Native.wrOffsetRkey()),
+                new Field("WorkRequestList.OFFSET_MW_RKEY", WorkRequestList.OFFSET_MW_RKEY, Native.wrOffsetMwRkey()),
                 new Field("WorkRequestList.OFFSET_SGES", WorkRequestList.OFFSET_SGES, Native.wrOffsetSges()),
                 new Field("WorkRequestList.SGE_SIZE", WorkRequestList.SGE_SIZE, Native.sgeSize()),
                 new Field("WorkRequestList.SGE_OFFSET_ADDR", WorkRequestList.SGE_OFFSET_ADDR, Native.sgeOffsetAddr()),
@@ -120,7 +123,7 @@ final class JniLayout {
         if (descriptors != null) {
             problems.add("the descriptor layouts differ: " + descriptors);
         }
-        if (EVENT_OFFSET_DATA < EVENT_OFFSET_DATA_LENGTH + 4 || EVENT_MAX_DATA < 256 || ATTR_COUNT < 10
+        if (EVENT_OFFSET_DATA < EVENT_OFFSET_DATA_LENGTH + 4 || EVENT_MAX_DATA < 256 || ATTR_COUNT < 12
                 || CAP_COUNT < 6) {
             problems.add("implausible layouts: event data at " + EVENT_OFFSET_DATA + " (length at "
                     + EVENT_OFFSET_DATA_LENGTH + "), up to " + EVENT_MAX_DATA + " bytes; " + ATTR_COUNT

@@ -69,6 +69,14 @@ final class JniMemoryRegion implements MemoryRegion {
         return buffer.duplicate();
     }
 
+    long handle() {
+        return handle;
+    }
+
+    synchronized boolean isOpen() {
+        return !closed;
+    }
+
     boolean contains(long addr, long len) {
         long offset = addr - address;
         return offset >= 0 && len >= 0 && offset <= length - len;

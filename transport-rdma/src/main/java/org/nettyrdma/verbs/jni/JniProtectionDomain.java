@@ -4,6 +4,7 @@ import org.nettyrdma.verbs.Access;
 import org.nettyrdma.verbs.Device;
 import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.MemoryWindow;
 import org.nettyrdma.verbs.ProtectionDomain;
 import org.nettyrdma.verbs.VerbsException;
 
@@ -67,6 +68,28 @@ final class JniProtectionDomain implements ProtectionDomain {
         }
     }
 
+    @Override
+    public MemoryWindow allocMemoryWindow() throws VerbsException {
+        if (!device.attributes().supportsMemoryWindows()) {
+            throw new VerbsException("ibv_alloc_mw", Errno.EOPNOTSUPP, device.name() + " has no memory windows "
+                    + "(max_mw " + device.attributes().maxMw() + ", device_cap_flags 0x"
+                    + Long.toHexString(device.attributes().capabilityFlags()) + ")");
+        }
+        synchronized (this) {
+            if (closed) {
+                throw new VerbsException("ibv_alloc_mw", Errno.EBADF, "protection domain closed");
+            }
+            long mw = Native.allocMw(handle);
+            if (mw < 0) {
+                throw new VerbsException("ibv_alloc_mw", (int) -mw, device.name());
+            }
+            users++;
+            JniMemoryWindow window = new JniMemoryWindow(this, mw);
+            device.addWindow(window);
+            return window;
+        }
+    }
+
     synchronized void use(String verb) throws VerbsException {
         if (closed) {
             throw new VerbsException(verb, Errno.EBADF, "protection domain closed");
@@ -84,7 +107,7 @@ final class JniProtectionDomain implements ProtectionDomain {
             return;
         }
         if (users > 0) {
-            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions or queue pairs use it");
+            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows or queue pairs use it");
         }
         int rc = Native.deallocPd(handle);
         if (rc < 0) {

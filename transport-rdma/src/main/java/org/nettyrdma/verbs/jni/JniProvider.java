@@ -205,6 +205,11 @@ public final class JniProvider implements VerbsProvider {
         regions = copy;
     }
 
+    /** The live region whose lkey is {@code lkey}, or null. */
+    JniMemoryRegion region(int lkey) {
+        return regions.get(lkey);
+    }
+
     /** Whether {@code [address, address + length)} lies in a live region whose lkey is {@code lkey}. */
     boolean isRegistered(int lkey, long address, int length) {
         if (length == 0) {

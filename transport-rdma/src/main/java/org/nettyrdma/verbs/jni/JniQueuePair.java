@@ -13,6 +13,7 @@ import org.nettyrdma.verbs.WorkRequestList;
 import org.nettyrdma.verbs.WrOpcode;
 
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 
 /**
  * An RC queue pair created with {@code rdma_create_qp}. Posting hands the descriptor memory's address to C, which
@@ -44,6 +45,9 @@ final class JniQueuePair implements QueuePair {
     private final int qpNum;
     private final boolean signalAll;
     private final JniProvider provider;
+    /** BIND_MW and LOCAL_INV exist on the device; SEND_WITH_INV does. */
+    private final boolean windows;
+    private final boolean sendWithInvalidate;
     /** What Java knows of the state: INIT, RTS once connected, ERROR once anything failed or flushed. */
     private QpState tracked = QpState.INIT;
     private boolean closed;
@@ -59,6 +63,11 @@ final class JniQueuePair implements QueuePair {
     private WorkRequestList lastList;
     private long lastAddress;
 
+    // BIND_MW: the (window, region) handles of a post's binds for C, and the windows, to note their new keys
+    private ByteBuffer bindHandles;
+    private long bindHandlesAddress;
+    private JniMemoryWindow[] bindWindows;
+
     JniQueuePair(JniCmId id, long handle, JniProtectionDomain pd, JniCompletionQueue sendCq,
                  JniCompletionQueue recvCq, QpInitAttributes caps, int qpNum) {
         this.id = id;
@@ -70,6 +79,8 @@ final class JniQueuePair implements QueuePair {
         this.qpNum = qpNum;
         this.signalAll = caps.signalAll();
         this.provider = pd.jniDevice().provider();
+        this.windows = pd.jniDevice().attributes().supportsMemoryWindows();
+        this.sendWithInvalidate = pd.jniDevice().attributes().supportsSendWithInvalidate();
         sendWrIds = new long[Math.max(1, caps.maxSendWr())];
         sendSignaled = new boolean[sendWrIds.length];
         sendOpcodes = new int[sendWrIds.length];
@@ -153,19 +164,28 @@ final class JniQueuePair implements QueuePair {
         }
         int fits = Math.min(count, sendWrIds.length - outstanding);
         int end = offset + fits;
+        int badBind = resolveBinds(wrs, offset, end);
+        if (badBind >= 0) {
+            end = badBind;
+        }
         long address = address(wrs);
         for (int i = offset; i < end;) {
             int noInline = firstUnregisteredInline(wrs, i, end);
             int stop = noInline < 0 ? end : noInline + 1;
-            long result = Native.postSend(handle, address, wrs.slotSize(), i, stop - i, noInline);
+            long binds = bindWindows == null ? 0 : bindHandlesAddress + 16L * (i - offset);
+            long result = Native.postSend(handle, address, wrs.slotSize(), i, stop - i, noInline, binds);
             if (result != 0) {
                 int bad = Native.badIndex(result);
-                track(wrs, i, bad);
+                track(wrs, i, bad, offset);
                 wrs.badIndex(bad);
                 return Native.errno(result);
             }
-            track(wrs, i, stop);
+            track(wrs, i, stop, offset);
             i = stop;
+        }
+        if (badBind >= 0) {
+            wrs.badIndex(badBind);
+            return -Errno.EINVAL;
         }
         if (fits < count) {
             wrs.badIndex(end);
@@ -173,6 +193,59 @@ final class JniQueuePair implements QueuePair {
         }
         wrs.badIndex(-1);
         return 0;
+    }
+
+    /**
+     * Resolves the window and region of each BIND_MW in {@code [from, to)} for C, which needs their objects: the
+     * handles go to {@link #bindHandles} at {@code 2 * (i - from)}. The first bind that names no live window (by the
+     * index of its {@code mw_rkey}) or no live region (by its SGE's lkey) is refused, and so is an opcode the device
+     * lacks (BIND_MW, LOCAL_INV without memory windows; SEND_WITH_INV without memory management extensions), whatever
+     * its library would do with it: its index, or -1.
+     */
+    private int resolveBinds(WorkRequestList wrs, int from, int to) {
+        ByteBuffer m = wrs.memory();
+        int slotSize = wrs.slotSize();
+        boolean any = false;
+        for (int i = from; i < to; i++) {
+            int o = i * slotSize;
+            int opcode = m.getInt(o + WorkRequestList.OFFSET_OPCODE);
+            if ((opcode == WrOpcode.LOCAL_INV && !windows) || (opcode == WrOpcode.SEND_WITH_INV && !sendWithInvalidate)
+                    || (opcode == WrOpcode.BIND_MW && !windows)) {
+                return i;
+            }
+            if (opcode != WrOpcode.BIND_MW) {
+                continue;
+            }
+            if (!any) {
+                any = true;
+                if (bindWindows == null) {
+                    bindHandles = ByteBuffer.allocateDirect(16 * sendWrIds.length).order(ByteOrder.nativeOrder());
+                    bindHandlesAddress = Native.directBufferAddress(bindHandles);
+                    bindWindows = new JniMemoryWindow[sendWrIds.length];
+                }
+                for (int k = 0; k < to - from; k++) {
+                    bindWindows[k] = null;
+                    bindHandles.putLong(16 * k, 0).putLong(16 * k + 8, 0);
+                }
+            }
+            if (m.getInt(o + WorkRequestList.OFFSET_NUM_SGE) < 1 || wrs.maxSge() < 1) {
+                return i;
+            }
+            JniMemoryWindow mw = pd.jniDevice().window(m.getInt(o + WorkRequestList.OFFSET_MW_RKEY));
+            JniMemoryRegion mr = provider.region(m.getInt(o + WorkRequestList.OFFSET_SGES
+                    + WorkRequestList.SGE_OFFSET_LKEY));
+            if (mw == null || !mw.isOpen() || mr == null || !mr.isOpen()) {
+                return i;
+            }
+            bindWindows[i - from] = mw;
+            bindHandles.putLong(16 * (i - from), mw.handle()).putLong(16 * (i - from) + 8, mr.handle());
+        }
+        if (!any && bindWindows != null) {
+            for (int k = 0; k < to - from; k++) {
+                bindWindows[k] = null;
+            }
+        }
+        return -1;
     }
 
     /** The first work request in {@code [from, to)} that is INLINE with an SGE outside every live region, or -1. */
@@ -197,12 +270,19 @@ final class JniQueuePair implements QueuePair {
         return -1;
     }
 
-    /** Counts the posted sends {@code [from, to)} as occupying send-queue slots. */
-    private void track(WorkRequestList wrs, int from, int to) {
+    /**
+     * Counts the posted sends {@code [from, to)} as occupying send-queue slots, and notes the new key of each window
+     * bound among them (a post that began at {@code postOffset}).
+     */
+    private void track(WorkRequestList wrs, int from, int to, int postOffset) {
         ByteBuffer m = wrs.memory();
         int slotSize = wrs.slotSize();
         for (int i = from; i < to; i++) {
             int o = i * slotSize;
+            if (bindWindows != null && bindWindows[i - postOffset] != null) {
+                bindWindows[i - postOffset].posted(m.getInt(o + WorkRequestList.OFFSET_RKEY));
+                bindWindows[i - postOffset] = null;
+            }
             int slot = (head + outstanding) % sendWrIds.length;
             sendWrIds[slot] = m.getLong(o + WorkRequestList.OFFSET_WR_ID);
             int flags = m.getInt(o + WorkRequestList.OFFSET_SEND_FLAGS);
@@ -219,6 +299,10 @@ final class JniQueuePair implements QueuePair {
                 return WcOpcode.RDMA_WRITE;
             case WrOpcode.RDMA_READ:
                 return WcOpcode.RDMA_READ;
+            case WrOpcode.BIND_MW:
+                return WcOpcode.BIND_MW;
+            case WrOpcode.LOCAL_INV:
+                return WcOpcode.LOCAL_INV;
             default:
                 return WcOpcode.SEND;
         }

@@ -95,6 +95,15 @@ final class Native {
 
     static native int deregMr(long mr);
 
+    // ---- memory windows
+
+    /** {@code ibv_alloc_mw} of a type-2 window: its handle, or -errno. */
+    static native long allocMw(long pd);
+
+    static native int mwRkey(long mw);
+
+    static native int deallocMw(long mw);
+
     // ---- completion channels, completion queues
 
     static native long createCompChannel(long context);
@@ -106,6 +115,9 @@ final class Native {
     static native long createCq(long context, int cqe, long channel);
 
     static native int cqCapacity(long cq);
+
+    /** The CQ's library passes the kernel's completion flags through unchanged (rxe): see netty_rdma.h. */
+    static native void cqKernelWcFlags(long cq);
 
     static native int destroyCq(long cq);
 
@@ -125,8 +137,12 @@ final class Native {
 
     static native int modifyQpError(long qp);
 
-    /** 0, or the packed (bad index, -errno): see {@link #badIndex(long)} and {@link #errno(long)}. */
-    static native long postSend(long qp, long address, int slotSize, int offset, int count, int noInlineIndex);
+    /**
+     * 0, or the packed (bad index, -errno): see {@link #badIndex(long)} and {@link #errno(long)}. {@code bindHandles}:
+     * the address of (window, region) handle pairs, one per work request of the call (used for BIND_MW only), or 0.
+     */
+    static native long postSend(long qp, long address, int slotSize, int offset, int count, int noInlineIndex,
+                                long bindHandles);
 
     static native long postRecv(long qp, long address, int slotSize, int offset, int count);
 
@@ -218,6 +234,8 @@ final class Native {
 
     static native int wrOffsetRkey();
 
+    static native int wrOffsetMwRkey();
+
     static native int wrOffsetSges();
 
     static native int sgeSize();
@@ -279,6 +297,10 @@ final class Native {
     static native int attrMaxInlineData();
 
     static native int attrVendorId();
+
+    static native int attrMaxMw();
+
+    static native int attrDeviceCapFlags();
 
     static native int attrCount();
 

@@ -21,7 +21,8 @@ final class ConformanceFabrics {
         DeviceAttributes d = EmulatedFabric.defaultAttributes(transport);
         EmulatedFabric fabric = new EmulatedFabric();
         fabric.addDevice("emu0", new DeviceAttributes(transport, d.maxQp(), d.maxQpWr(), d.maxSge(),
-                d.maxInlineData(), d.maxCqe(), d.maxMr(), MAX_MR_SIZE, d.maxQpRdAtom()), ADDRESS);
+                d.maxInlineData(), d.maxCqe(), d.maxMr(), MAX_MR_SIZE, d.maxQpRdAtom(), d.maxMw(),
+                d.capabilityFlags()), ADDRESS);
         fabric.cmResponseTimeoutMillis(CM_RESPONSE_TIMEOUT_MS);
         return new EmulatedProvider(fabric);
     }

@@ -44,13 +44,13 @@ class NativeLayoutAndShadingTest {
         assumeLibraryBuilt();
         assertNull(Native.loadFailure());
         assertNull(JniLayout.describe(JniLayout.descriptorFields()));
-        assertEquals(20, JniLayout.descriptorFields().size());
+        assertEquals(21, JniLayout.descriptorFields().size());
         assertEquals(WorkRequestList.OFFSET_SGES + 2 * WorkRequestList.SGE_SIZE, new WorkRequestList(1, 2).slotSize());
         assertEquals(32, CompletionArray.SLOT_SIZE);
         // values only C defines, as docs/descriptors.md gives them
         assertEquals(544, JniLayout.EVENT_SIZE);
         assertEquals(22, JniLayout.ADDRESS_BYTES);
-        assertEquals(10, JniLayout.ATTR_COUNT);
+        assertEquals(12, JniLayout.ATTR_COUNT);
         assertEquals(6, JniLayout.CAP_COUNT);
     }
 
