@@ -4,7 +4,6 @@ import io.netty.util.internal.SystemPropertyUtil;
 import org.nettyrdma.verbs.Errno;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,12 +20,8 @@ final class JniAvailability {
     /** The memlock limit below which registered memory is considered impossible; a system property may change it. */
     static final long DEFAULT_MIN_MEMLOCK_BYTES = 64L << 20;
     static final String MIN_MEMLOCK_PROPERTY = "org.nettyrdma.jni.minMemlockBytes";
-    /** CAP_IPC_LOCK, the bit in /proc/self/status CapEff. */
-    private static final int CAP_IPC_LOCK = 14;
-
     private static final Path SYS_INFINIBAND = Paths.get("/sys/class/infiniband");
     private static final Path SYS_UVERBS = Paths.get("/sys/class/infiniband_verbs");
-    private static final Path SYS_SIW = Paths.get("/sys/module/siw");
     private static final Path DEV_INFINIBAND = Paths.get("/dev/infiniband");
 
     private static final String CONTAINER_HINT = "in a container, the pod must request the RDMA device plugin's "
@@ -157,25 +152,32 @@ final class JniAvailability {
     }
 
     static Probe probe() {
-        Throwable failure = Native.loadFailure();
-        int sysDevices = countEntries(SYS_INFINIBAND);
-        boolean uverbs = Files.isDirectory(SYS_UVERBS);
-        boolean devDir = Files.isDirectory(DEV_INFINIBAND);
-        List<String> nodes = devDir ? entries(DEV_INFINIBAND) : List.of();
+        return probe(HostRoot.system(), NativeFacts.system());
+    }
+
+    /** The facts under {@code root}; what only the library can tell from {@code lib}. */
+    static Probe probe(HostRoot root, NativeFacts lib) {
+        Throwable failure = lib.loadFailure();
+        int sysDevices = countEntries(root.sysInfiniband());
+        boolean uverbs = Files.isDirectory(root.sysInfinibandVerbs());
+        Path dev = root.devInfiniband();
+        boolean devDir = Files.isDirectory(dev);
+        List<String> nodes = devDir ? entries(dev) : List.of();
         String inaccessible = null;
         for (String n : nodes) {
-            Path p = DEV_INFINIBAND.resolve(n);
+            Path p = dev.resolve(n);
             if ((n.equals("rdma_cm") || n.startsWith("uverbs")) && !(Files.isReadable(p) && Files.isWritable(p))) {
                 inaccessible = n;
                 break;
             }
         }
         boolean kernelReady = failure == null && sysDevices > 0 && uverbs && devDir && inaccessible == null;
-        int deviceCount = kernelReady ? Native.deviceCount() : 0;
-        long memlock = failure == null ? Native.memlockLimit() : Long.MAX_VALUE;
+        int deviceCount = kernelReady ? lib.deviceCount() : 0;
+        long memlock = failure == null ? lib.memlockLimit() : Long.MAX_VALUE;
         long minMemlock = SystemPropertyUtil.getLong(MIN_MEMLOCK_PROPERTY, DEFAULT_MIN_MEMLOCK_BYTES);
         return new Probe(failure, sysDevices, uverbs, devDir, nodes, inaccessible, deviceCount,
-                memlock < 0 ? Long.MAX_VALUE : memlock, hasCapIpcLock(), Files.isDirectory(SYS_SIW), minMemlock);
+                memlock < 0 ? Long.MAX_VALUE : memlock, ProcSelf.hasCapIpcLock(root.procSelfStatus()),
+                Files.isDirectory(root.sysSiwModule()), minMemlock);
     }
 
     private static int countEntries(Path dir) {
@@ -192,20 +194,6 @@ final class JniAvailability {
         } catch (IOException e) {
             return List.of();
         }
-    }
-
-    private static boolean hasCapIpcLock() {
-        try {
-            for (String line : Files.readAllLines(Paths.get("/proc/self/status"), StandardCharsets.US_ASCII)) {
-                if (line.startsWith("CapEff:")) {
-                    long caps = Long.parseUnsignedLong(line.substring("CapEff:".length()).trim(), 16);
-                    return (caps & (1L << CAP_IPC_LOCK)) != 0;
-                }
-            }
-        } catch (IOException | RuntimeException e) {
-            // no /proc: assume the capability is missing
-        }
-        return false;
     }
 
     private static String rootMessage(Throwable t) {
