@@ -1,0 +1,106 @@
+package org.nettyrdma.shuffle;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.epoll.Epoll;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.ServerSocketChannel;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import org.nettyrdma.channel.RdmaIoHandler;
+import org.nettyrdma.channel.RdmaIoHandlerConfig;
+import org.nettyrdma.channel.RdmaServerSocketChannel;
+import org.nettyrdma.channel.RdmaSocketChannel;
+
+import java.util.function.Supplier;
+
+/**
+ * What differs between the transports Spark's shuffle protocol runs on here: the event loops' {@link IoHandlerFactory}
+ * and the two channel classes. Spark's own {@code TransportServer} and {@code TransportClientFactory} pick them from
+ * {@code IOMode} (NIO or EPOLL only); {@link BlockServer} and {@link BlockClientFactory} take them from here, so the
+ * same Spark pipeline runs over RDMA, epoll or NIO.
+ */
+public final class ShuffleTransport {
+    private final String name;
+    private final Supplier<IoHandlerFactory> factory;
+    private final Class<? extends ServerSocketChannel> serverChannelClass;
+    private final Class<? extends SocketChannel> channelClass;
+
+    private ShuffleTransport(String name, Supplier<IoHandlerFactory> factory,
+                             Class<? extends ServerSocketChannel> serverChannelClass,
+                             Class<? extends SocketChannel> channelClass) {
+        this.name = name;
+        this.factory = factory;
+        this.serverChannelClass = serverChannelClass;
+        this.channelClass = channelClass;
+    }
+
+    /** RDMA with {@code config} (its provider: emulated, native or auto). */
+    public static ShuffleTransport rdma(RdmaIoHandlerConfig config) {
+        return new ShuffleTransport("rdma (" + config.getProvider() + ")", () -> RdmaIoHandler.newFactory(config),
+                RdmaServerSocketChannel.class, RdmaSocketChannel.class);
+    }
+
+    public static ShuffleTransport nio() {
+        return new ShuffleTransport("nio", NioIoHandler::newFactory, NioServerSocketChannel.class,
+                NioSocketChannel.class);
+    }
+
+    /** Netty's epoll transport; only where {@link Epoll#isAvailable()}. */
+    public static ShuffleTransport epoll() {
+        Epoll.ensureAvailability();
+        return new ShuffleTransport("epoll", EpollIoHandler::newFactory, EpollServerSocketChannel.class,
+                EpollSocketChannel.class);
+    }
+
+    /** {@code rdma-emulated}, {@code rdma-native}, {@code epoll} or {@code nio}, as the command lines name them. */
+    public static ShuffleTransport byName(String name) {
+        switch (name) {
+            case "rdma-emulated":
+                return rdma(new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED));
+            case "rdma-native":
+                return rdma(new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_NATIVE));
+            case "epoll":
+                return epoll();
+            case "nio":
+                return nio();
+            default:
+                throw new IllegalArgumentException("transport " + name
+                        + " (expected rdma-emulated, rdma-native, epoll or nio)");
+        }
+    }
+
+    public boolean isRdma() {
+        return channelClass == RdmaSocketChannel.class;
+    }
+
+    /** Event loops of this transport, daemon threads named {@code name-N}. */
+    public EventLoopGroup newGroup(int threads, String threadName) {
+        return new MultiThreadIoEventLoopGroup(threads, new DefaultThreadFactory(threadName, true), factory.get());
+    }
+
+    public ServerBootstrap serverBootstrap(EventLoopGroup parent, EventLoopGroup children) {
+        return new ServerBootstrap().group(parent, children).channel(serverChannelClass);
+    }
+
+    public Bootstrap bootstrap(EventLoopGroup group) {
+        return new Bootstrap().group(group).channel(channelClass);
+    }
+
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public String toString() {
+        return name;
+    }
+}
