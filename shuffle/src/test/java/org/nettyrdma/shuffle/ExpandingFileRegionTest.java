@@ -6,7 +6,6 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.EventLoopGroup;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import java.io.ByteArrayOutputStream;
@@ -46,7 +45,6 @@ class ExpandingFileRegionTest {
     }
 
     @Test
-    @Disabled(ShuffleFetchTest.SHRINKING_REGIONS)
     void shrinkingRegionsArriveWholeAndInOrderOverRdma() throws Exception {
         sendShrinking(ShuffleTestSupport.rdma(), ShuffleTestSupport.address());
     }

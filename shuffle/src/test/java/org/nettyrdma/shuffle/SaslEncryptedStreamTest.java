@@ -9,7 +9,6 @@ import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
 import org.apache.spark.network.sasl.SaslEncryptionChannels;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import java.net.InetSocketAddress;
@@ -36,7 +35,6 @@ class SaslEncryptedStreamTest {
     }
 
     @Test
-    @Disabled(ShuffleFetchTest.SHRINKING_REGIONS)
     void encryptedMessagesArriveInOrderOverRdma() throws Exception {
         stream(ShuffleTestSupport.rdma(), ShuffleTestSupport.address());
     }

@@ -1,6 +1,5 @@
 package org.nettyrdma.shuffle;
 
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -12,10 +11,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * processes.
  */
 class ShuffleFetchTest {
-    /** Why the SASL encryption cases over RDMA are switched off, until the transport is fixed. */
-    static final String SHRINKING_REGIONS = "transport: a FileRegion whose count() shrinks as it is written (Spark's "
-            + "EncryptedMessage of a ByteBuf) is taken as done too early and the next message is lost; the fix: a "
-            + "region's size is its count() before its first transferTo (docs/shuffle.md)";
     private static final long TIMEOUT_SECONDS = 90;
 
     @Test
@@ -38,7 +33,6 @@ class ShuffleFetchTest {
     /** spark.authenticate.enableSaslEncryption: every message an EncryptedMessage, a FileRegion that writes more
      * bytes than its count. */
     @Test
-    @Disabled(SHRINKING_REGIONS)
     void saslEncryptionFetchesEveryBlockIntact() throws Exception {
         fetchAll(Security.SASL_ENCRYPTION, ShuffleTestSupport.smallSpec(), 1, 2, 4);
     }

@@ -34,6 +34,8 @@ final class CloseLinger {
     /** Bytes of the outbound buffer's messages taken (a region counts what it transferred, not what it wrote). */
     private long taken;
     private FlushedMessages flushed;
+    /** Regions this take passed (FlushedMessages' index). */
+    private int regionIndex;
     private long posted;
     private long copyLimit;
     private ByteBufAllocator alloc;
@@ -70,7 +72,8 @@ final class CloseLinger {
     };
 
     private boolean takeRegion(FileRegion region) throws IOException {
-        long inFlight = Math.min(flushed.unsettled(region), posted);
+        int index = regionIndex++;
+        long inFlight = Math.min(flushed.unsettled(region, index), posted);
         posted -= inFlight;
         bytes += inFlight;
         taken += inFlight;
@@ -79,8 +82,9 @@ final class CloseLinger {
             bufs.add(POSTED_STAND_IN.slice(0, n));
             inFlight -= n;
         }
-        long n = region.count() - region.transferred();
-        if (n == 0) {
+        long count = flushed.reach(region, index);
+        long n = count - region.transferred();
+        if (n <= 0) {
             return true;
         }
         if (n > copyLimit) {
@@ -89,13 +93,13 @@ final class CloseLinger {
         ByteBuf copy = alloc.directBuffer((int) n);
         try {
             WritableByteChannel into = Channels.newChannel(new ByteBufOutputStream(copy));
-            while (region.transferred() < region.count()) {
+            while (region.transferred() < count) {
                 long position = region.transferred();
                 int written = copy.writerIndex();
                 region.transferTo(into, position);
                 if (region.transferred() == position && copy.writerIndex() == written) {
                     throw new IOException("FileRegion " + region.getClass().getName() + " made no progress at "
-                            + position + " of " + region.count());
+                            + position + " of " + count);
                 }
             }
         } catch (IOException | RuntimeException e) {
@@ -117,6 +121,7 @@ final class CloseLinger {
     long take(ChannelOutboundBuffer out, FlushedMessages flushed, long postedBytes, long maxCopied,
               ByteBufAllocator alloc) {
         taken = 0;
+        regionIndex = 0;
         this.flushed = flushed;
         posted = postedBytes;
         copyLimit = maxCopied;

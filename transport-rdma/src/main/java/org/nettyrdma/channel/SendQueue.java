@@ -240,6 +240,8 @@ final class SendQueue implements DataPath {
     private final class Builder implements ChannelOutboundBuffer.MessageProcessor {
         long skip;
         int count;
+        /** Regions this walk passed (FlushedMessages' index). */
+        private int regionIndex;
         boolean listFull;
         boolean creditStall;
         /** A SEND could not begin: no credit or no send-queue slot. */
@@ -254,6 +256,7 @@ final class SendQueue implements DataPath {
 
         void start(long alreadyPosted) {
             skip = alreadyPosted;
+            regionIndex = 0;
             count = 0;
             listFull = false;
             creditStall = false;
@@ -322,13 +325,14 @@ final class SendQueue implements DataPath {
          * {@linkplain FileRegion#transferred() transferred} and not settled: the skipped ones.
          */
         private boolean processRegion(FileRegion region) throws IOException {
-            long unsettled = flushed.unsettled(region);
+            int index = regionIndex++;
+            long unsettled = flushed.unsettled(region, index);
             if (skip >= unsettled) {
                 skip -= unsettled;
                 return true;
             }
             skip = 0;
-            long count = region.count();
+            long count = flushed.reach(region, index); // its count() when first reached: some shrink as written
             long position;
             while ((position = region.transferred()) < count) {
                 if (!building && !begin()) {
