@@ -97,44 +97,6 @@ class RdmaIoHandlerTest {
         }
     }
 
-    /**
-     * Connections beyond what one completion queue holds get another queue on the same loop rather than failing
-     * (each reserves its send and receive depths: 36 entries by default, so a queue of 100 takes two).
-     */
-    @Test
-    @Timeout(value = 60, unit = TimeUnit.SECONDS)
-    void aLoopOutgrowingItsCompletionQueueCreatesAnother() throws Exception {
-        List<RdmaIoHandler> clientHandlers = new CopyOnWriteArrayList<>();
-        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "cq-grow-server", null,
-                RdmaTestSupport.config().setCompletionQueueSize(100));
-        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "cq-grow-client", clientHandlers,
-                RdmaTestSupport.config().setCompletionQueueSize(100));
-        try {
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
-                    .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
-            InetSocketAddress address = (InetSocketAddress) server.localAddress();
-            List<Client> clients = new java.util.ArrayList<>();
-            for (int i = 0; i < 9; i++) {
-                clients.add(Client.connect(clientGroup, address));
-            }
-            for (int round = 0; round < 3; round++) {
-                for (int i = 0; i < clients.size(); i++) {
-                    clients.get(i).echo("client " + i + " round " + round);
-                }
-            }
-            RdmaIoHandler handler = clientHandlers.get(0);
-            long queues = RdmaTestSupport.onLoop(clients.get(0).channel, () -> handler.deviceQueueCount());
-            assertEquals(5, queues, "completion queues of the client loop for 9 connections of 36 entries, 100 each");
-            for (Client c : clients) {
-                assertTrue(c.failure.getNow(null) == null, () -> RdmaTestSupport.describe(c.failure.getNow(null)));
-                c.channel.close().sync();
-            }
-            server.close().sync();
-        } finally {
-            RdmaTestSupport.shutdown(clientGroup, serverGroup);
-        }
-    }
-
     private static int pollOnLoop(Channel channel, RdmaIoHandler.DeviceQueues q) {
         try {
             return RdmaTestSupport.onLoop(channel, () -> q.cq.poll(new CompletionArray(1), 1));
@@ -144,7 +106,7 @@ class RdmaIoHandlerTest {
     }
 
     /** Echoes what it reads. */
-    private static final class Echo extends ChannelInboundHandlerAdapter {
+    static final class Echo extends ChannelInboundHandlerAdapter {
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
             ctx.writeAndFlush(msg);
@@ -162,7 +124,7 @@ class RdmaIoHandlerTest {
     }
 
     /** A client channel that sends a string and waits for it to come back, and records its failure. */
-    private static final class Client extends SimpleChannelInboundHandler<ByteBuf> {
+    static final class Client extends SimpleChannelInboundHandler<ByteBuf> {
         final CompletableFuture<Throwable> failure = new CompletableFuture<>();
         private final StringBuilder received = new StringBuilder();
         private CompletableFuture<String> expected;
