@@ -20,6 +20,13 @@ interface DataPath {
      */
     boolean send(ChannelOutboundBuffer in) throws Exception;
 
+    /**
+     * Bytes of the flushed messages that the last {@link #send(ChannelOutboundBuffer)}s settled as they were posted
+     * (copied into memory the data path owns, nothing unsettled before them), for the caller to remove from the
+     * outbound buffer now; reset to 0. Their completions settle nothing.
+     */
+    long takeSettledAtPost();
+
     /** Posts what it can of the bytes the end of output took along, after those already posted. */
     boolean send(CloseLinger linger) throws Exception;
 

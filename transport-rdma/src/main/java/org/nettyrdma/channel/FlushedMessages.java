@@ -70,8 +70,7 @@ final class FlushedMessages {
                 left = ((ByteBuf) msg).readableBytes();
             } else {
                 dropGoneRegions((FileRegion) msg);
-                left = (size > 0 && regions[first] == msg ? counts[first] : ((FileRegion) msg).count())
-                        - (msg == head ? headSettled : 0);
+                left = (isFirst(msg) ? counts[first] : ((FileRegion) msg).count()) - (msg == head ? headSettled : 0);
             }
             if (left <= n) {
                 if (left > 0) {
@@ -79,10 +78,8 @@ final class FlushedMessages {
                 }
                 n -= left;
                 forgetHead();
-                if (size > 0 && regions[first] == msg) {
-                    regions[first] = null;
-                    first = (first + 1) & (regions.length - 1);
-                    size--;
+                if (isFirst(msg)) {
+                    popFirst();
                 }
                 out.remove();
             } else {
@@ -105,13 +102,21 @@ final class FlushedMessages {
         for (int i = 0; i < size; i++) {
             if (regions[(first + i) & (regions.length - 1)] == region) {
                 while (i-- > 0) {
-                    regions[first] = null;
-                    first = (first + 1) & (regions.length - 1);
-                    size--;
+                    popFirst();
                 }
                 return;
             }
         }
+    }
+
+    private boolean isFirst(Object msg) {
+        return size > 0 && regions[first] == msg;
+    }
+
+    private void popFirst() {
+        regions[first] = null;
+        first = (first + 1) & (regions.length - 1);
+        size--;
     }
 
     private void add(FileRegion region) {

@@ -429,19 +429,48 @@ final class RdmaConnection {
     // ---- send side ----
 
     void write(ChannelOutboundBuffer in) throws Exception {
-        if (is(REMOVING)) {
-            set(FLUSH_AFTER_REMOVE);
-            return;
+        for (;;) {
+            if (is(REMOVING)) {
+                set(FLUSH_AFTER_REMOVE);
+                return;
+            }
+            if (!is(SEND_OPEN) || is(CLOSING | CLOSE_REQUESTED)) {
+                set(SEND_BLOCKED);
+                return;
+            }
+            long settled;
+            try {
+                sends.send(in);
+            } finally {
+                settled = sends.takeSettledAtPost(); // also when a FileRegion failed after them: their writes succeed
+                if (settled > 0) {
+                    removeFlushed(in, settled);
+                }
+            }
+            boolean blocked = sends.waitsForRoom();
+            if (blocked) {
+                set(SEND_BLOCKED);
+            } else {
+                clear(SEND_BLOCKED);
+            }
+            if (settled == 0 || blocked) {
+                return;
+            }
+            // write-future listeners may have written and flushed (Netty ignores a flush inside this one): post that
         }
-        if (!is(SEND_OPEN) || is(CLOSING | CLOSE_REQUESTED)) {
-            set(SEND_BLOCKED);
-            return;
-        }
-        sends.send(in);
-        if (sends.waitsForRoom()) {
-            set(SEND_BLOCKED);
-        } else {
-            clear(SEND_BLOCKED);
+    }
+
+    /**
+     * Removes {@code bytes} settled bytes from the outbound buffer, which completes their writes. Their listeners may
+     * write, flush or close: those wait until the bytes are gone ({@link #REMOVING}), or the bytes still in flight
+     * would be counted wrong.
+     */
+    private void removeFlushed(ChannelOutboundBuffer out, long bytes) {
+        set(REMOVING);
+        try {
+            flushed.remove(out, bytes);
+        } finally {
+            clear(REMOVING);
         }
     }
 
@@ -494,14 +523,7 @@ final class RdmaConnection {
         if (n > 0) {
             ChannelOutboundBuffer out = unsafe.outboundBuffer();
             if (out != null) {
-                // removing completes write futures, whose listeners may write, flush or close: those wait until the
-                // bytes of this send are gone, or the bytes still in flight would be counted wrong
-                set(REMOVING);
-                try {
-                    flushed.remove(out, n);
-                } finally {
-                    clear(REMOVING);
-                }
+                removeFlushed(out, n);
             } else if (linger != null) {
                 linger.remove(n); // the channel closed: these were bytes its close took along
             }

@@ -67,6 +67,13 @@ final class SendQueue implements DataPath {
     private int unsignalled;
     private boolean waitsForRoom;
     private long unsettledBytes;
+    /**
+     * Bytes of flushed messages settled when their SENDs were posted, not yet removed from the outbound buffer: SENDs
+     * of copied bytes only, with nothing unsettled before them (see {@link #takeSettledAtPost()}).
+     */
+    private long settledAtPost;
+    /** Whether the SENDs being built may settle at post: those of the outbound buffer, not of a close's linger. */
+    private boolean settleAtPost;
 
     /**
      * A queue of {@code depth} SENDs of at most {@code messageSize} bytes on {@code qp} (work request ids
@@ -110,16 +117,35 @@ final class SendQueue implements DataPath {
         if (unsettledBytes == 0) {
             flushed.remove(in, 0); // drops empty messages at the head
         }
-        do {
-            builder.start(unsettledBytes);
-            try {
-                in.forEachFlushedMessage(builder);
-            } finally {
-                postBuilt(); // a FileRegion that failed part-way: the sends built before it go out
-            }
-        } while (builder.listFull);
+        settleAtPost = true;
+        try {
+            do {
+                // the bytes settled at post are still in the outbound buffer: skipped, as those in flight
+                builder.start(unsettledBytes + settledAtPost);
+                try {
+                    in.forEachFlushedMessage(builder);
+                } finally {
+                    postBuilt(); // a FileRegion that failed part-way: the sends built before it go out
+                }
+            } while (builder.listFull);
+        } finally {
+            settleAtPost = false;
+        }
         waitsForRoom = builder.outOfRoom;
         return countStall();
+    }
+
+    /**
+     * A SEND of copied bytes only settles at post when nothing before it is unsettled: its bytes are in the
+     * connection's staging, as a socket's are in the kernel's send buffer, so its writes succeed as TCP's do; the
+     * staging slot stays in use until the completion. A SEND with a zero-copy SGE reads the application's buffer: it
+     * settles at its completion, and every SEND after it too (bytes settle in order).
+     */
+    @Override
+    public long takeSettledAtPost() {
+        long bytes = settledAtPost;
+        settledAtPost = 0;
+        return bytes;
     }
 
     @Override
@@ -413,9 +439,14 @@ final class SendQueue implements DataPath {
             if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
                 wrs.sendFlags(count, SendFlags.INLINE);
             }
-            slotBytes[slot] = settles;
+            if (settleAtPost && sges == 1 && unsettledBytes == 0) {
+                slotBytes[slot] = 0;
+                settledAtPost += settles;
+            } else {
+                slotBytes[slot] = settles;
+                unsettledBytes += settles;
+            }
             slotControl[slot] = false;
-            unsettledBytes += settles;
             occupy();
             count++;
             building = false;
