@@ -91,6 +91,7 @@ final class PerfReport {
         for (PerfResult r : other) {
             out.printf(Locale.ROOT, t + " %s%n", r.transport, r.status);
         }
+        printRegistered(out, results, t, bothEnds);
         if (baseline != null) {
             printRatios(out, results, baseline, t);
         }
@@ -113,6 +114,25 @@ final class PerfReport {
                 + " allocated on");
         out.println("  this process's event loop threads (" + ends + ") per message sent either way (a round trip"
                 + " is two messages)");
+    }
+
+    /** RDMA rows: registered memory per connection, idle (once connected) and the most while the row ran. */
+    private static void printRegistered(PrintStream out, List<PerfResult> results, String t, boolean bothEnds) {
+        boolean header = false;
+        for (PerfResult r : results) {
+            if (!r.ok() || Double.isNaN(r.registeredIdleBytesPerConnection)) {
+                continue;
+            }
+            if (!header) {
+                out.println();
+                out.println("registered memory per connection, KiB (" + (bothEnds ? "both ends" : "the client end")
+                        + "): idle once connected, and the most while the row ran");
+                out.printf(Locale.ROOT, t + " %9s %5s %9s %9s%n", "transport", "mode", "size", "idle", "active");
+                header = true;
+            }
+            out.printf(Locale.ROOT, t + " %9s %5s %9.1f %9.1f%n", r.transport, r.mode, size(r.size),
+                    r.registeredIdleBytesPerConnection / 1024, r.registeredActiveBytesPerConnection / 1024);
+        }
     }
 
     private static void printRatios(PrintStream out, List<PerfResult> results, String baseline, String t) {

@@ -23,6 +23,9 @@ final class PerfResult {
     double cpuSecondsPerGigabyte = Double.NaN;
     /** Bytes allocated on the event loop threads of this process per message sent (both directions). */
     double allocatedBytesPerMessage = Double.NaN;
+    /** RDMA: registered bytes per connection once connected and idle, and the most while this row ran (NaN: none). */
+    double registeredIdleBytesPerConnection = Double.NaN;
+    double registeredActiveBytesPerConnection = Double.NaN;
     /** The simple class name of the client channel's allocator. */
     String allocator = "";
     /** What was checked: "bytes" or "bytes+content". */

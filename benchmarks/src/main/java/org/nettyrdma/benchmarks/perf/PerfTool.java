@@ -158,6 +158,10 @@ public final class PerfTool {
                         .connect(address).sync().channel());
             }
             label = transport.label();
+            RegisteredMemory registered = RegisteredMemory.of(transport, o.connections, serverGroup, clientGroup);
+            if (registered != null) {
+                registered.sampleIdle();
+            }
             String allocator = channels.get(0).alloc().getClass().getSimpleName();
             long[] loopThreads = loopThreads(serverGroup, clientGroup);
             List<int[]> plan = new ArrayList<>();
@@ -178,7 +182,7 @@ public final class PerfTool {
                 if (step[0] != warmedMode) {
                     warmedMode = (byte) step[0];
                     PerfResult discarded = new PerfResult(label, "", step[1], o.connections);
-                    measure(discarded, warmedMode, channels, handlers, loopThreads, o);
+                    measure(discarded, warmedMode, channels, handlers, loopThreads, o, null);
                 }
             }
             for (int[] step : plan) {
@@ -186,7 +190,7 @@ public final class PerfTool {
                 current = new PerfResult(label, mode == PerfProtocol.MODE_LATENCY ? PerfResult.LATENCY
                         : PerfResult.BANDWIDTH, step[1], o.connections);
                 current.allocator = allocator;
-                measure(current, mode, channels, handlers, loopThreads, o);
+                measure(current, mode, channels, handlers, loopThreads, o, registered);
                 results.add(current);
                 err.println(PerfReport.progressLine(current));
                 current = null;
@@ -216,7 +220,7 @@ public final class PerfTool {
 
     /** Warm-up rounds (not measured), then the measured round; fills {@code r}. */
     private static void measure(PerfResult r, byte mode, List<Channel> channels, PerfClientHandler[] handlers,
-                                long[] loopThreads, PerfOptions o) throws Exception {
+                                long[] loopThreads, PerfOptions o, RegisteredMemory registered) throws Exception {
         boolean latency = mode == PerfProtocol.MODE_LATENCY;
         long timeoutNs = (long) ((o.timeoutSeconds + 4 * (o.durationMode() ? o.durationSeconds : 0)) * 1e9);
         long count = o.durationMode() ? FIRST_CALIBRATION_COUNT : o.iterations;
@@ -226,7 +230,7 @@ public final class PerfTool {
             long warmUntilNs = System.nanoTime() + (long) (o.warmupSeconds * 1e9);
             do {
                 long elapsedNs = elapsedNs(round(channels, handlers, mode, r.size, count, o.verify, false,
-                        timeoutNs));
+                        timeoutNs, null));
                 lastRoundsPerNs = (double) count / Math.max(1, elapsedNs);
                 if (o.durationMode() && elapsedNs < CALIBRATION_ROUND_NS && count < Integer.MAX_VALUE) {
                     count *= 2;
@@ -248,9 +252,12 @@ public final class PerfTool {
         long cpuBeforeNs = processCpuNs();
         long allocatedBefore = allocatedBytes(loopThreads);
         PerfClientHandler.Round[] rounds = round(channels, handlers, mode, r.size, count, o.verify, latency,
-                timeoutNs);
+                timeoutNs, registered);
         long allocatedAfter = allocatedBytes(loopThreads);
         long cpuNs = processCpuNs() - cpuBeforeNs;
+        if (registered != null) {
+            registered.report(r);
+        }
 
         long elapsedNs = elapsedNs(rounds);
         long messagesOneWay = count * channels.size();
@@ -287,7 +294,7 @@ public final class PerfTool {
     /** One round on every connection at once; fails with the first connection's failure. */
     private static PerfClientHandler.Round[] round(List<Channel> channels, PerfClientHandler[] handlers, byte mode,
                                                   int size, long count, boolean verify, boolean record,
-                                                  long timeoutNs) throws Exception {
+                                                  long timeoutNs, RegisteredMemory registered) throws Exception {
         CountDownLatch done = new CountDownLatch(channels.size());
         PerfClientHandler.Round[] rounds = new PerfClientHandler.Round[channels.size()];
         for (int i = 0; i < rounds.length; i++) {
@@ -297,7 +304,16 @@ public final class PerfTool {
             rounds[i] = r;
             channels.get(i).eventLoop().execute(() -> handler.start(r));
         }
-        if (!done.await(timeoutNs, TimeUnit.NANOSECONDS)) {
+        long deadlineNs = System.nanoTime() + timeoutNs;
+        boolean finished;
+        do {
+            if (registered != null) {
+                registered.sampleActive(); // every 10 ms while the round runs (off the event loops)
+            }
+            finished = done.await(Math.min(10_000_000L, Math.max(0, deadlineNs - System.nanoTime())),
+                    TimeUnit.NANOSECONDS);
+        } while (!finished && deadlineNs - System.nanoTime() > 0);
+        if (!finished) {
             throw new TimeoutException(String.format(Locale.ROOT, "a round of %d messages of %d B took over %.0f s",
                     count, size, timeoutNs / 1e9));
         }
