@@ -1,7 +1,6 @@
 package org.nettyrdma.shuffle;
 
 import io.netty.channel.FileRegion;
-import io.netty.util.AbstractReferenceCounted;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -16,12 +15,11 @@ import java.nio.channels.WritableByteChannel;
  * are not bounded by {@code count() - transferred()}: a writer that gives it no more room than that cuts its last
  * chunk short once the one-byte steps reach the count.
  */
-final class ExpandingFileRegion extends AbstractReferenceCounted implements FileRegion {
+final class ExpandingFileRegion extends TestFileRegion {
     static final int FRAMING = 4 + 8;
 
     private final byte[] plain;
     private final int chunk;
-    private long transferred;
     private int chunkStart;
     private ByteBuffer framed;
     private long reportedOfChunk;
@@ -48,22 +46,6 @@ final class ExpandingFileRegion extends AbstractReferenceCounted implements File
             sum = sum * 31 + plain[i];
         }
         return f.putLong(sum).flip();
-    }
-
-    @Override
-    public long position() {
-        return 0;
-    }
-
-    @Override
-    @Deprecated
-    public long transfered() {
-        return transferred;
-    }
-
-    @Override
-    public long transferred() {
-        return transferred;
     }
 
     @Override
@@ -96,31 +78,5 @@ final class ExpandingFileRegion extends AbstractReferenceCounted implements File
             return 1;
         }
         return 0;
-    }
-
-    @Override
-    public FileRegion retain() {
-        super.retain();
-        return this;
-    }
-
-    @Override
-    public FileRegion retain(int increment) {
-        super.retain(increment);
-        return this;
-    }
-
-    @Override
-    public FileRegion touch() {
-        return this;
-    }
-
-    @Override
-    public FileRegion touch(Object hint) {
-        return this;
-    }
-
-    @Override
-    protected void deallocate() {
     }
 }

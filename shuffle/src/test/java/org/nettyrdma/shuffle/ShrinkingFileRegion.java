@@ -2,7 +2,6 @@ package org.nettyrdma.shuffle;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.FileRegion;
-import io.netty.util.AbstractReferenceCounted;
 
 import java.io.IOException;
 import java.nio.channels.WritableByteChannel;
@@ -14,28 +13,11 @@ import java.nio.channels.WritableByteChannel;
  * size. Netty's transports end a region when {@code transferred() >= count()}; a transport that takes {@code count()}
  * for the region's size after it was written gets 0 for it.
  */
-final class ShrinkingFileRegion extends AbstractReferenceCounted implements FileRegion {
+final class ShrinkingFileRegion extends TestFileRegion {
     private final ByteBuf buf;
-    private long transferred;
 
     ShrinkingFileRegion(ByteBuf buf) {
         this.buf = buf;
-    }
-
-    @Override
-    public long position() {
-        return 0;
-    }
-
-    @Override
-    @Deprecated
-    public long transfered() {
-        return transferred;
-    }
-
-    @Override
-    public long transferred() {
-        return transferred;
     }
 
     @Override
@@ -49,28 +31,6 @@ final class ShrinkingFileRegion extends AbstractReferenceCounted implements File
         buf.skipBytes(written);
         transferred += written;
         return written;
-    }
-
-    @Override
-    public FileRegion retain() {
-        super.retain();
-        return this;
-    }
-
-    @Override
-    public FileRegion retain(int increment) {
-        super.retain(increment);
-        return this;
-    }
-
-    @Override
-    public FileRegion touch() {
-        return this;
-    }
-
-    @Override
-    public FileRegion touch(Object hint) {
-        return this;
     }
 
     @Override
