@@ -60,9 +60,17 @@ final class PendingConnect {
             }
             case UNREACHABLE:
                 return new ConnectException("no answer from the peer (RDMA CM status " + status(event) + ')');
+            case CONNECT_ERROR:
+                if (event.status() == -Errno.EADDRINUSE) {
+                    // iWARP runs over the host's TCP: the port RDMA CM picked for this side is held by a TCP socket
+                    // (one in TIME_WAIT from an earlier connection, or a listener)
+                    return new ConnectException("RDMA CM CONNECT_ERROR connecting to " + remote + ": the local port "
+                            + "chosen is in use by a TCP socket (status " + status(event) + "; on iWARP the connection"
+                            + " is a TCP connection of the host); connect again, which picks another port");
+                }
+                // fall through
             case ADDR_ERROR:
             case ROUTE_ERROR:
-            case CONNECT_ERROR:
                 return new ConnectException("RDMA CM " + event.type() + ": no RDMA route to " + remote + " (status "
                         + status(event) + ')');
             default:
