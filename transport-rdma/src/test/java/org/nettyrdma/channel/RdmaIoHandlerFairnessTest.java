@@ -31,10 +31,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * connections on the same client and server loops. Every ping-pong connection must complete its round trips, checked
  * byte by byte, while the firehose keeps streaming; the firehose must keep moving too. Progress only: the round-trip
  * latencies with and without the firehose are the benchmark's (benchmarks' FairnessBenchmark, docs/performance.md).
+ *
+ * <p>Named {@code RdmaIoHandler*}, not {@code RdmaTransport*}, so that the VM's transport runs (transport.sh) do not
+ * pick it up: it was written and run on the emulated provider only; on rxe0 or siw0 under TCG its time limits are
+ * untested. {@code -Dorg.nettyrdma.test.provider=native} with an address still runs it there by hand.
  */
 @Isolated("timing-sensitive: one firehose and 100 connections on two loops")
 @Execution(ExecutionMode.SAME_THREAD)
-class RdmaTransportFairnessTest {
+class RdmaIoHandlerFairnessTest {
     private static final int PING_SIZE = 64;
     private static final int ROUND_TRIPS = 50;
     private static final int FIREHOSE_MESSAGE = 64 * 1024;
