@@ -63,6 +63,7 @@ public final class RdmaIoHandler implements IoHandler {
     private final CmEventChannel cmChannel;
     private final CmEvent cmEvent = new CmEvent();
     private final CompletionArray completions;
+    private final BusyPoll busyPoll;
     private final RdmaIoHandle.RdmaIoEvent ioEvent = new RdmaIoHandle.RdmaIoEvent();
     private final IntObjectHashMap<Registration> registrations = new IntObjectHashMap<>();
     private final List<DeviceQueues> devices = new ArrayList<>();
@@ -80,6 +81,7 @@ public final class RdmaIoHandler implements IoHandler {
         this.resources = RdmaResources.of(config.getProvider());
         VerbsProvider provider = resources.provider();
         this.completions = new CompletionArray(config.getCompletionBatchSize());
+        this.busyPoll = BusyPoll.of(config);
         this.waiter = provider.createWaiter();
         this.cmChannel = provider.createEventChannel();
         waiter.add(cmChannel);
@@ -150,18 +152,22 @@ public final class RdmaIoHandler implements IoHandler {
         if (work > 0 || !context.canBlock()) {
             return work;
         }
-        long spinNanos = config.getBusyPollNanos();
-        if (spinNanos > 0) {
-            long deadline = System.nanoTime() + spinNanos;
+        long idleSinceNs = System.nanoTime();
+        long spinNs = busyPoll.spinNs();
+        if (spinNs > 0) {
+            long deadlineNs = idleSinceNs + spinNs;
+            long nowNs;
             do {
                 Thread.onSpinWait();
                 work = poll();
+                nowNs = System.nanoTime();
                 if (work > 0) {
+                    busyPoll.onWorkWhileSpinning(nowNs - idleSinceNs);
                     return work;
                 }
-            } while (context.canBlock() && System.nanoTime() - deadline < 0);
+            } while (context.canBlock() && nowNs - deadlineNs < 0);
             if (!context.canBlock()) {
-                return 0;
+                return 0; // a task came: no gap to learn from
             }
         }
         for (int i = 0; i < devices.size(); i++) {
@@ -169,6 +175,7 @@ public final class RdmaIoHandler implements IoHandler {
         }
         work = poll(); // what arrived before the queues were armed raises no event
         if (work > 0) {
+            busyPoll.onWorkAfterSpin(System.nanoTime() - idleSinceNs);
             return work;
         }
         try {
@@ -187,7 +194,11 @@ public final class RdmaIoHandler implements IoHandler {
                 q.cq.ackEvents(events);
             }
         }
-        return poll();
+        work = poll();
+        if (work > 0) {
+            busyPoll.onWorkAfterSpin(System.nanoTime() - idleSinceNs);
+        }
+        return work;
     }
 
     private int poll() {

@@ -17,6 +17,8 @@ public final class RdmaIoHandlerConfig {
 
     private String provider = SystemPropertyUtil.get("org.nettyrdma.provider", PROVIDER_NATIVE);
     private long busyPollNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollNanos", 20_000);
+    private boolean adaptiveBusyPoll = SystemPropertyUtil.getBoolean("org.nettyrdma.adaptiveBusyPoll", false);
+    private long busyPollMaxNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollMaxNanos", 200_000);
     private int completionQueueSize = SystemPropertyUtil.getInt("org.nettyrdma.completionQueueSize", 16384);
     private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
     private long maxLentReceiveBytes = SystemPropertyUtil.getLong("org.nettyrdma.maxLentReceiveBytes", 64L << 20);
@@ -44,6 +46,31 @@ public final class RdmaIoHandlerConfig {
 
     public long getBusyPollNanos() {
         return busyPollNanos;
+    }
+
+    /**
+     * Whether the busy-poll follows the observed gaps between the loop going idle and its next completion (true), up to
+     * {@link #setBusyPollMaxNanos}, instead of spinning {@link #setBusyPollNanos} every time (false): the loop spins
+     * while the gaps it sees are short (a ping-pong pays no wake-up) and blocks at once while they are long (a stream
+     * waiting on a software NIC leaves it the CPU).
+     */
+    public RdmaIoHandlerConfig setAdaptiveBusyPoll(boolean adaptiveBusyPoll) {
+        this.adaptiveBusyPoll = adaptiveBusyPoll;
+        return this;
+    }
+
+    public boolean isAdaptiveBusyPoll() {
+        return adaptiveBusyPoll;
+    }
+
+    /** With {@link #setAdaptiveBusyPoll adaptive busy-polling}: the longest spin, and the longest gap worth spinning for. */
+    public RdmaIoHandlerConfig setBusyPollMaxNanos(long busyPollMaxNanos) {
+        this.busyPollMaxNanos = ObjectUtil.checkPositiveOrZero(busyPollMaxNanos, "busyPollMaxNanos");
+        return this;
+    }
+
+    public long getBusyPollMaxNanos() {
+        return busyPollMaxNanos;
     }
 
     /** Entries of each completion queue; bounded by the device's max_cqe. */
@@ -81,6 +108,7 @@ public final class RdmaIoHandlerConfig {
 
     RdmaIoHandlerConfig copy() {
         return new RdmaIoHandlerConfig().setProvider(provider).setBusyPollNanos(busyPollNanos)
+                .setAdaptiveBusyPoll(adaptiveBusyPoll).setBusyPollMaxNanos(busyPollMaxNanos)
                 .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize)
                 .setMaxLentReceiveBytes(maxLentReceiveBytes);
     }

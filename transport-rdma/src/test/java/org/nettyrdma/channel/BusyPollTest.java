@@ -1,0 +1,132 @@
+package org.nettyrdma.channel;
+
+import org.junit.jupiter.api.Test;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** The busy-poll decisions, fed with gaps (no clock, no threads). */
+class BusyPollTest {
+    private static final long CAP = 200_000;
+
+    @Test
+    void fixedAlwaysSpinsItsBudgetWhateverTheGaps() {
+        BusyPoll p = BusyPoll.fixed(20_000);
+        for (int i = 0; i < 100; i++) {
+            assertEquals(20_000, p.spinNs());
+            p.onWorkAfterSpin(5_000_000);
+        }
+        assertEquals(20_000, p.spinNs());
+        assertEquals(0, BusyPoll.fixed(0).spinNs());
+        assertFalse(p.isAdaptive());
+    }
+
+    @Test
+    void adaptiveWithoutCapNeverSpins() {
+        BusyPoll p = BusyPoll.adaptive(0);
+        for (int i = 0; i < 3 * BusyPoll.PROBE_INTERVAL; i++) {
+            assertEquals(0, p.spinNs());
+            p.onWorkAfterSpin(1_000);
+        }
+    }
+
+    @Test
+    void shortGapsSpinTwiceTheEstimateBetweenAnEighthOfTheCapAndTheCap() {
+        BusyPoll p = BusyPoll.adaptive(CAP);
+        assertEquals(CAP / 8, p.spinNs()); // nothing seen yet: the floor
+        for (int i = 0; i < 50; i++) {
+            p.spinNs();
+            p.onWorkWhileSpinning(1_000);
+        }
+        assertTrue(p.estimateNs() < 2_000, "estimate " + p.estimateNs());
+        assertEquals(CAP / 8, p.spinNs()); // 2 x 1 µs is below the floor
+        for (int i = 0; i < 50; i++) {
+            p.spinNs();
+            p.onWorkWhileSpinning(60_000);
+        }
+        long spin = p.spinNs();
+        assertTrue(spin > 110_000 && spin <= 120_000, "a 60 µs gap spins ~120 µs, was " + spin);
+        for (int i = 0; i < 50; i++) {
+            p.spinNs();
+            p.onWorkWhileSpinning(150_000);
+        }
+        assertEquals(CAP, p.spinNs()); // 2 x 150 µs, capped
+    }
+
+    @Test
+    void longGapsBlockAtOnceAndProbeOnceInAnInterval() {
+        BusyPoll p = BusyPoll.adaptive(CAP);
+        int spins = 0;
+        for (int i = 0; i < 20; i++) {
+            if (p.spinNs() > 0) {
+                spins++;
+            }
+            p.onWorkAfterSpin(400_000); // every gap ended after the spin: 400 µs, above the cap
+        }
+        assertTrue(p.estimateNs() > CAP, "estimate " + p.estimateNs());
+        assertTrue(spins < 10, "it kept spinning for long gaps: " + spins + " of 20 idle periods");
+        // from here: BusyPoll.PROBE_INTERVAL - 1 blocks, then one probe of the whole cap, and again
+        for (int round = 0; round < 3; round++) {
+            int blocked = 0;
+            long spin;
+            while ((spin = p.spinNs()) == 0) {
+                blocked++;
+                p.onWorkAfterSpin(400_000);
+                assertTrue(blocked < BusyPoll.PROBE_INTERVAL, "no probe within the interval");
+            }
+            assertEquals(CAP, spin, "a probe spins the cap");
+            p.onWorkAfterSpin(400_000); // the probe found nothing
+            if (round > 0) {
+                assertEquals(BusyPoll.PROBE_INTERVAL - 1, blocked);
+            }
+        }
+    }
+
+    @Test
+    void aProbeThatFindsAShortGapSpinsAgainAtOnce() {
+        BusyPoll p = BusyPoll.adaptive(CAP);
+        for (int i = 0; i < 30; i++) {
+            p.spinNs();
+            p.onWorkAfterSpin(10_000_000); // long pauses, clamped
+        }
+        assertTrue(p.estimateNs() > 3 * CAP / 2 && p.estimateNs() <= 2 * CAP, "a sample counts at most 2 caps: "
+                + p.estimateNs());
+        long spin;
+        while ((spin = p.spinNs()) == 0) {
+            p.onWorkAfterSpin(300_000); // blocked, woken: the gap with its wake-up
+        }
+        assertEquals(CAP, spin);
+        p.onWorkWhileSpinning(30_000); // the probe caught a reply after 30 µs
+        assertEquals(30_000, p.estimateNs());
+        assertEquals(60_000, p.spinNs());
+    }
+
+    @Test
+    void aGapThatEndsWhileSpinningAfterAShortEstimateOnlyMovesItAQuarter() {
+        BusyPoll p = BusyPoll.adaptive(CAP);
+        for (int i = 0; i < 50; i++) {
+            p.spinNs();
+            p.onWorkWhileSpinning(40_000);
+        }
+        long before = p.estimateNs();
+        p.spinNs();
+        p.onWorkAfterSpin(800_000); // one long pause, counted as 2 caps
+        long after = p.estimateNs();
+        assertEquals(before + (2 * CAP - before) / 4, after, 1);
+        assertTrue(p.spinNs() > 0, "one long gap among short ones still spins");
+    }
+
+    @Test
+    void configSelectsTheMode() {
+        RdmaIoHandlerConfig c = new RdmaIoHandlerConfig().setBusyPollNanos(7_000).setAdaptiveBusyPoll(false);
+        assertEquals(7_000, BusyPoll.of(c).spinNs());
+        c.setAdaptiveBusyPoll(true).setBusyPollMaxNanos(80_000);
+        BusyPoll adaptive = BusyPoll.of(c);
+        assertTrue(adaptive.isAdaptive());
+        assertEquals(10_000, adaptive.spinNs());
+        RdmaIoHandlerConfig copy = c.copy();
+        assertTrue(copy.isAdaptiveBusyPoll());
+        assertEquals(80_000, copy.getBusyPollMaxNanos());
+    }
+}
