@@ -112,6 +112,17 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         return state == ACTIVE;
     }
 
+    /**
+     * Not writable once {@code close()} was called, also while the close waits for the completions of sends in flight
+     * (the channel is still active then, but every write fails): a handler that writes while the channel is writable
+     * stops, as it does on a closed socket.
+     */
+    @Override
+    public boolean isWritable() {
+        RdmaConnection c = conn;
+        return super.isWritable() && (c == null || !c.isCloseRequested());
+    }
+
     @Override
     public InetSocketAddress localAddress() {
         return (InetSocketAddress) super.localAddress();

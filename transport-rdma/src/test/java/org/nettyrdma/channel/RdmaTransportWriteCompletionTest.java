@@ -101,6 +101,27 @@ class RdmaTransportWriteCompletionTest {
 
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aChannelClosingBehindZeroCopySendsIsNotWritable() throws Exception {
+        ByteBuf registered = RdmaByteBufAllocator.DEFAULT.directBuffer(8192).writeZero(8192);
+        boolean[] state = new boolean[3];
+        ChannelFuture write = RdmaTestSupport.onLoop(client, () -> {
+            ChannelFuture f = client.writeAndFlush(registered);
+            client.close();
+            // the close waits for the zero-copy SEND's completion: still active, but no longer writable
+            state[0] = client.isActive();
+            state[1] = client.isWritable();
+            state[2] = f.isDone();
+            return f;
+        });
+        assertTrue(state[0] && !state[2], "the close did not wait for the zero-copy send: active " + state[0]
+                + ", write done " + state[2]);
+        assertFalse(state[1], "writable after close(), while the close waits for sends in flight");
+        assertTrue(write.await(10, TimeUnit.SECONDS) && write.isSuccess(), () -> "write: " + write.cause());
+        assertTrue(client.closeFuture().await(10, TimeUnit.SECONDS), "the close did not complete");
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void copiedWritesBeyondThePeersCreditsWaitAndTheChannelTurnsUnwritable() throws Exception {
         int writes = 64;
         int size = 16 * 1024;
