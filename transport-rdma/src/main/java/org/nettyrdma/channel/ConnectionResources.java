@@ -31,6 +31,12 @@ final class ConnectionResources {
     SendQueue sends;
     final int recvSize;
     final int recvCount;
+    /**
+     * Whether this side offers the WRITE ring (protocol v2): the channel asks for it and the device can confine the
+     * ring to this connection (type-2 memory windows) and tell the receiver what arrived (immediate data). Devices
+     * without them (iWARP, siw) speak v1: docs/protocol.md, "Exposure for protocol v2".
+     */
+    final boolean offersWriteRing;
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannelConfig config;
     private final RdmaIoHandler handler;
@@ -58,6 +64,7 @@ final class ConnectionResources {
         maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
         maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
         reservedCqEntries = sqDepth + recvCount;
+        offersWriteRing = config.isWriteRing() && limits.supportsMemoryWindows() && limits.supportsImmediateData();
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
         QueuePair createdQp = null;
@@ -94,7 +101,8 @@ final class ConnectionResources {
     /** What this side asks of RDMA CM for the connection, its handshake included. */
     ConnectionParameters parameters(CmId id) {
         int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
-        return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount), rd, rd, 7, RNR_RETRY);
+        return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount,
+                offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0), rd, rd, 7, RNR_RETRY);
     }
 
     /** The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known). */

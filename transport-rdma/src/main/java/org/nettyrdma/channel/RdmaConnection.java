@@ -61,6 +61,8 @@ final class RdmaConnection {
     private final FlushedMessages flushed = new FlushedMessages();
     /** Set when the peer's handshake is known. */
     private DataPath sends;
+    /** Both sides offered the WRITE ring in their handshakes (protocol v2); set with {@link #sends}. */
+    private boolean writeRing;
     /** What the end of output still sends: flushed writes not posted when the channel closed. */
     private CloseLinger linger;
     private int state;
@@ -169,6 +171,11 @@ final class RdmaConnection {
         return true;
     }
 
+    /** Whether both sides offered the WRITE ring in their handshakes (protocol v2). */
+    boolean writeRingNegotiated() {
+        return writeRing;
+    }
+
     /** Whether this connection may still close in order: nothing failed, the peer is there. */
     boolean canCloseGracefully() {
         return !is(FAILED | PEER_GONE);
@@ -183,6 +190,7 @@ final class RdmaConnection {
         if (sends != null) {
             return;
         }
+        writeRing = res.offersWriteRing && p.offersWriteRing();
         String violation = credits.peerReady(p.receiveBufferCount); // credits may have come with data before
         if (violation != null) {
             throw protocolViolation(violation);

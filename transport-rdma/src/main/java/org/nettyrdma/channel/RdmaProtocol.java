@@ -7,8 +7,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
- * Wire protocol v1 (docs/protocol.md): the handshake carried in RDMA CM private data, the reject reasons, and the
- * 4-byte header that starts every SEND.
+ * Wire protocol v1 (docs/protocol.md): the handshake carried in RDMA CM private data with protocol v2's capability
+ * flags, the reject reasons, and the 4-byte header that starts every SEND.
  */
 final class RdmaProtocol {
     static final int MAGIC = 0x4E52444D; // "NRDM"
@@ -16,6 +16,13 @@ final class RdmaProtocol {
 
     /** Handshake: magic u32, version u16, flags u16, receive buffer size u32, receive buffer count u32. */
     static final int HANDSHAKE_LENGTH = 16;
+    /**
+     * Handshake flag bit 0: this side can receive by an RDMA WRITE ring (protocol v2, docs/protocol.md). A path is used
+     * only when both sides set its bit; bits a side does not know are ignored.
+     */
+    static final int FLAG_WRITE_RING = 1;
+    /** Handshake flag bit 1: READ rendezvous (protocol v2's second path; not built: never set by this side). */
+    static final int FLAG_READ_RENDEZVOUS = 1 << 1;
 
     static final int REJECT_BAD_MAGIC = 1;
     static final int REJECT_VERSION = 2;
@@ -77,7 +84,12 @@ final class RdmaProtocol {
     }
 
     static byte[] handshake(int receiveBufferSize, int receiveBufferCount) {
-        return ByteBuffer.allocate(HANDSHAKE_LENGTH).putInt(MAGIC).putShort((short) VERSION).putShort((short) 0)
+        return handshake(receiveBufferSize, receiveBufferCount, 0);
+    }
+
+    /** A handshake offering the paths of {@code flags} ({@link #FLAG_WRITE_RING}). */
+    static byte[] handshake(int receiveBufferSize, int receiveBufferCount, int flags) {
+        return ByteBuffer.allocate(HANDSHAKE_LENGTH).putInt(MAGIC).putShort((short) VERSION).putShort((short) flags)
                 .putInt(receiveBufferSize).putInt(receiveBufferCount).array();
     }
 
@@ -86,11 +98,19 @@ final class RdmaProtocol {
         final int version;
         final int receiveBufferSize;
         final int receiveBufferCount;
+        /** The capability bits the peer set, all of them (a side uses only those it knows). */
+        final int flags;
 
-        private Handshake(int version, int receiveBufferSize, int receiveBufferCount) {
+        private Handshake(int version, int flags, int receiveBufferSize, int receiveBufferCount) {
             this.version = version;
+            this.flags = flags;
             this.receiveBufferSize = receiveBufferSize;
             this.receiveBufferCount = receiveBufferCount;
+        }
+
+        /** Whether the peer can receive by a WRITE ring. */
+        boolean offersWriteRing() {
+            return (flags & FLAG_WRITE_RING) != 0;
         }
 
         /**
@@ -105,7 +125,7 @@ final class RdmaProtocol {
             ByteBuffer b = ByteBuffer.wrap(data, 0, length);
             int magic = b.getInt();
             int version = b.getShort() & 0xffff;
-            b.getShort();
+            int flags = b.getShort() & 0xffff;
             int size = b.getInt();
             int count = b.getInt();
             if (magic != MAGIC) {
@@ -122,7 +142,7 @@ final class RdmaProtocol {
                         "invalid receive parameters: " + Integer.toUnsignedString(count) + " buffers of "
                         + Integer.toUnsignedString(size) + " bytes");
             }
-            return new Handshake(version, size, count);
+            return new Handshake(version, flags, size, count);
         }
     }
 
