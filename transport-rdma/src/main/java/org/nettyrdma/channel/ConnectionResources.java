@@ -29,6 +29,8 @@ final class ConnectionResources {
     final ReceiveQueue recv;
     /** Set by {@link #openSendQueue}. */
     SendQueue sends;
+    /** This side's WRITE ring when protocol v2's ring was negotiated; set by {@link #openSendQueue}. */
+    LocalRing ring;
     final int recvSize;
     final int recvCount;
     /**
@@ -105,11 +107,28 @@ final class ConnectionResources {
                 offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0), rd, rd, 7, RNR_RETRY);
     }
 
-    /** The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known). */
-    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize) throws VerbsException {
-        sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase,
-                sqDepth, maxSge, maxInline, messageSize);
-        count(0, (long) messageSize * sqDepth);
+    /**
+     * The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known); with
+     * {@code writeRing} (negotiated) this side's WRITE ring too, its window not yet bound.
+     */
+    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize, boolean writeRing)
+            throws VerbsException {
+        LocalRing r = writeRing ? new LocalRing(queues.pd, config.getRingSize(), recvCount) : null;
+        boolean ok = false;
+        try {
+            sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase,
+                    sqDepth, maxSge, maxInline, messageSize, r);
+            ok = true;
+        } finally {
+            if (!ok && r != null) {
+                r.close(); // never bound: nothing references it
+            }
+        }
+        ring = r;
+        if (r != null) {
+            recv.attachRing(r);
+        }
+        count(0, (long) messageSize * sqDepth + (r != null ? r.size() : 0));
         return sends;
     }
 
@@ -141,6 +160,15 @@ final class ConnectionResources {
      * destroyed: a work request may still reference it). Returns whether the memory was freed.
      */
     boolean destroy() {
+        if (ring != null) {
+            // a bound window holds its QP (rxe took ~50 s to destroy one): the QP stops first, then the window goes
+            try {
+                qp.moveToError();
+            } catch (VerbsException e) {
+                logger.debug("{}: moving the QP to the error state failed", ch, e);
+            }
+            ring.closeWindow();
+        }
         boolean qpGone = closeQp(qp);
         queues.release(reservedCqEntries);
         count(-1, -registeredBytes);
@@ -148,6 +176,9 @@ final class ConnectionResources {
             recv.close(); // no receive references these buffers; lent ones are the application's
             if (sends != null) {
                 sends.close();
+            }
+            if (ring != null) {
+                ring.close(); // no work request names it any more
             }
         }
         return qpGone;

@@ -61,6 +61,11 @@ final class CreditWindow {
         return sendCredits >= 2;
     }
 
+    /** Whether {@code n} data messages may be sent, keeping the credit for CREDIT messages. */
+    boolean canSpend(int n) {
+        return sendCredits >= n + 1;
+    }
+
     /** Whether a CREDIT message may be sent. */
     boolean canSendControl() {
         return sendCredits >= 1;

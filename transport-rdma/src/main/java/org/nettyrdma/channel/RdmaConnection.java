@@ -12,6 +12,7 @@ import org.nettyrdma.channel.RdmaProtocol.Handshake;
 import org.nettyrdma.verbs.CmId;
 import org.nettyrdma.verbs.ConnectionParameters;
 import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.WcOpcode;
 import org.nettyrdma.verbs.WcStatus;
 
 import java.io.IOException;
@@ -50,6 +51,8 @@ final class RdmaConnection {
     private static final int SEND_BLOCKED = 1 << 12;
     /** Queued for {@link #onBatchComplete()} in the current batch ({@link RdmaIoHandler#touch} once per batch). */
     private static final int TOUCHED = 1 << 13;
+    /** Protocol v2: this side's ring was bound and its RING message posted. */
+    private static final int RING_OFFERED = 1 << 14;
 
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
@@ -63,6 +66,8 @@ final class RdmaConnection {
     private DataPath sends;
     /** Both sides offered the WRITE ring in their handshakes (protocol v2); set with {@link #sends}. */
     private boolean writeRing;
+    /** Header bytes of every SEND: v1's, or v2's when the WRITE ring was negotiated. */
+    private int headerLength = RdmaProtocol.HEADER_LENGTH;
     /** What the end of output still sends: flushed writes not posted when the channel closed. */
     private CloseLinger linger;
     private int state;
@@ -197,7 +202,8 @@ final class RdmaConnection {
         }
         // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
         // side allocates (staging is sqDepth sends of this size)
-        sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize));
+        sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing);
+        headerLength = writeRing ? RdmaProtocol.V2_HEADER_LENGTH : RdmaProtocol.HEADER_LENGTH;
         // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
         if (ch.parent() == null) {
             set(SEND_OPEN);
@@ -226,6 +232,26 @@ final class RdmaConnection {
             greetingWait.cancel(false);
             greetingWait = null;
         }
+        offerRing();
+    }
+
+    /**
+     * Protocol v2: binds this side's ring to the QP and tells the peer where it is (RING), once the send side is open
+     * (a bind is a work request on the connected QP); retried at the end of a batch if credits or the queue lack room.
+     */
+    private void offerRing() {
+        if (!writeRing || is(RING_OFFERED | DESTROYED | FAILED | PEER_GONE) || !is(SEND_OPEN)) {
+            return;
+        }
+        if (!credits.canSendData() || !res.sends.hasRoom(2)) {
+            return;
+        }
+        set(RING_OFFERED);
+        try {
+            res.sends.sendRing();
+        } catch (IOException e) {
+            unsafe.fail(e);
+        }
     }
 
     /**
@@ -236,6 +262,7 @@ final class RdmaConnection {
      */
     void greet() {
         postControl(RdmaProtocol.TYPE_CREDIT);
+        offerRing();
     }
 
     private RdmaProtocolViolationException protocolViolation(String what) {
@@ -244,9 +271,13 @@ final class RdmaConnection {
     }
 
     /** A completion for this connection, dispatched by its work request id. */
-    void onCompletion(long wrId, int status, int byteLen) {
+    void onCompletion(long wrId, int status, int byteLen, int opcode, int imm) {
         int slot = (int) (wrId & (ConnectionResources.RECV_BIT - 1));
         if ((wrId & ConnectionResources.RECV_BIT) != 0) {
+            if (status == WcStatus.SUCCESS && opcode == WcOpcode.RECV_RDMA_WITH_IMM) {
+                onRingNotification(slot, imm, byteLen);
+                return;
+            }
             onRecvCompletion(slot, status, byteLen);
         } else {
             onSendCompletion(slot, status);
@@ -277,9 +308,12 @@ final class RdmaConnection {
             openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
         }
         ByteBuf message = recv.buffer(slot);
-        String violation = RdmaProtocol.checkHeader(message, byteLen);
+        String violation = RdmaProtocol.checkHeader(message, byteLen, headerLength);
         if (violation == null) {
             violation = credits.onReceived(RdmaProtocol.headerCredits(message));
+        }
+        if (violation == null && writeRing) {
+            violation = res.sends.onReleased(RdmaProtocol.headerReleased(message));
         }
         if (violation != null) {
             unsafe.fail(protocolViolation(violation));
@@ -287,7 +321,7 @@ final class RdmaConnection {
         }
         switch (RdmaProtocol.headerType(message)) {
             case RdmaProtocol.TYPE_DATA:
-                countReceived(byteLen - RdmaProtocol.HEADER_LENGTH);
+                countReceived(byteLen - headerLength);
                 if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
                     credits.oweData(1); // closing: dropped, but the peer gets the credit back (its FIN may need it)
                     repostQuietly(slot);
@@ -295,7 +329,7 @@ final class RdmaConnection {
                     credits.oweControl();
                     repostQuietly(slot);
                 } else {
-                    recv.enqueue(slot, RdmaProtocol.HEADER_LENGTH, byteLen);
+                    recv.enqueue(slot, headerLength, byteLen);
                 }
                 break;
             case RdmaProtocol.TYPE_FIN:
@@ -308,10 +342,76 @@ final class RdmaConnection {
                 repostQuietly(slot);
                 recv.enqueueFin();
                 break;
+            case RdmaProtocol.TYPE_RING: // (checkHeader let it through: the ring was negotiated)
+                violation = onPeerRing(message);
+                if (violation != null) {
+                    unsafe.fail(protocolViolation(violation));
+                    return;
+                }
+                credits.oweControl();
+                repostQuietly(slot);
+                break;
             default: // CREDIT
                 credits.oweControl();
                 repostQuietly(slot);
                 break;
+        }
+        touch();
+    }
+
+    /** Protocol v2: the peer's RING message (after the header: address u64, length u32, rkey u32). */
+    private String onPeerRing(ByteBuf message) {
+        if (res.sends.hasPeerRing()) {
+            return "sent a second RING message";
+        }
+        long address = message.getLong(headerLength);
+        int length = message.getInt(headerLength + 8);
+        int rkey = message.getInt(headerLength + 12);
+        if (length < 64 << 10 || length > 1 << 30) {
+            return "announced a WRITE ring of " + Integer.toUnsignedString(length) + " bytes (expected 64 KiB .. 1 GiB)";
+        }
+        res.sends.peerRing(new RingWriter(address, length, rkey));
+        set(SEND_BLOCKED); // flushed bytes may go into the ring now
+        return null;
+    }
+
+    /**
+     * Protocol v2: a WRITE_WITH_IMM of the peer's placed bytes in this side's ring (or a PAD of its tail), which consumed
+     * {@code slot}'s receive without touching its buffer. Checked against the space the peer was given (docs/protocol.md)
+     * before anything acts on it; a message is queued in order with the SENDs' and its credit owed once it is read.
+     */
+    private void onRingNotification(int slot, int imm, int byteLen) {
+        ch.counters().completions++;
+        if (!is(SEND_OPEN)) {
+            openSendSide();
+        }
+        LocalRing ring = res.ring;
+        String violation = ring == null ? "wrote into a ring though the WRITE ring was not negotiated"
+                : ring.space.onNotification(imm, byteLen);
+        if (violation == null) {
+            violation = credits.onReceived(0);
+        }
+        if (violation != null) {
+            unsafe.fail(protocolViolation(violation));
+            return;
+        }
+        repostQuietly(slot); // its buffer holds nothing; the credit is owed as for any message
+        int at = ring.space.lastOffset();
+        if (at < 0) {
+            credits.oweControl(); // a PAD: nothing to read
+        } else {
+            countReceived(byteLen);
+            ch.counters().ringBytesReceived += byteLen;
+            handler.counters().ringBytesReceived += byteLen;
+            if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
+                ring.space.freeOldest();
+                credits.oweData(1);
+            } else if (ch.inputShutdown || is(FIN_RECEIVED)) {
+                ring.space.freeOldest();
+                credits.oweControl();
+            } else {
+                recv.enqueueRing(at, at + byteLen);
+            }
         }
         touch();
     }
@@ -417,6 +517,9 @@ final class RdmaConnection {
         if (is(FIN_PENDING)) {
             sendFin();
         }
+        if (writeRing && !is(RING_OFFERED)) {
+            offerRing();
+        }
         if (is(SEND_BLOCKED) && sends != null && sends.hasRoom() && credits.canSendData() && ch.isActive()) {
             unsafe.flush0(); // only when flushed bytes wait and can move: a flush walks the messages in flight
         }
@@ -429,9 +532,17 @@ final class RdmaConnection {
     /** A CREDIT message when the credit window says so (after its FIN the peer sends nothing: it needs none). */
     void maybeReturnCredits() {
         if (is(SEND_OPEN) && !is(DESTROYED | PEER_GONE | FAILED | FIN_RECEIVED | CREDITS_BROKEN)
-                && credits.shouldReturnCredits() && sends.hasRoom()) {
+                && (credits.shouldReturnCredits() || ringSpaceToAnnounce()) && sends.hasRoom()) {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
+    }
+
+    /**
+     * Protocol v2: a quarter of the ring was freed since the last header; a CREDIT message tells the writer. It spends a
+     * data credit, never the one kept for credit messages (which may only go to one that grants data credits).
+     */
+    private boolean ringSpaceToAnnounce() {
+        return writeRing && res.ring.space.shouldAnnounce() && credits.canSendData();
     }
 
     // ---- send side ----

@@ -572,7 +572,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         @Override
         public void onCompletion(CompletionArray wc, int index) {
             if (conn != null) {
-                conn.onCompletion(wc.wrId(index), wc.status(index), wc.byteLen(index));
+                conn.onCompletion(wc.wrId(index), wc.status(index), wc.byteLen(index), wc.opcode(index),
+                        wc.immData(index));
             }
         }
 

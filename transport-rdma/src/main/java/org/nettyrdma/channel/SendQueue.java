@@ -49,6 +49,12 @@ final class SendQueue implements DataPath {
     private final int maxInline;
     /** Bytes of a SEND at most, header included: the smaller receive buffer of both sides. */
     private final int messageSize;
+    /** Header bytes of each SEND: v1's 4, or 8 when the WRITE ring was negotiated (with the released count). */
+    private final int header;
+    /** This side's WRITE ring, whose released count every v2 header carries; null in protocol v1. */
+    private final LocalRing localRing;
+    /** The peer's WRITE ring, once its RING message arrived; null until then and in protocol v1. */
+    private RingWriter peerRing;
     private final RegisteredRegion staging;
     private final MemoryRegion stagingMr;
     private final ByteBuffer stagingView;
@@ -74,7 +80,7 @@ final class SendQueue implements DataPath {
      */
     SendQueue(QueuePair qp, ProtectionDomain pd, CreditWindow credits, FlushedMessages flushed,
               RdmaSocketChannelConfig config, RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase,
-              int depth, int maxSge, int maxInline, int messageSize) throws VerbsException {
+              int depth, int maxSge, int maxInline, int messageSize, LocalRing localRing) throws VerbsException {
         this.qp = qp;
         this.pd = pd;
         this.credits = credits;
@@ -87,6 +93,8 @@ final class SendQueue implements DataPath {
         this.maxSge = maxSge;
         this.maxInline = maxInline;
         this.messageSize = messageSize;
+        this.localRing = localRing;
+        header = localRing != null ? RdmaProtocol.V2_HEADER_LENGTH : RdmaProtocol.HEADER_LENGTH;
         long stagingBytes = (long) messageSize * depth;
         if (stagingBytes > Integer.MAX_VALUE) {
             throw new IllegalArgumentException("send staging of " + stagingBytes + " bytes (RECEIVE_BUFFER_SIZE "
@@ -157,13 +165,73 @@ final class SendQueue implements DataPath {
     public void sendControl(int type) throws IOException {
         int slot = next;
         int base = slot * messageSize;
-        RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
+        putHeader(base, type);
         wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.INLINE)
-                .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
+                .addSge(0, stagingMr.address() + base, header, stagingMr.lkey());
         post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         occupy();
+    }
+
+    /** The header of the SEND at staging offset {@code base}: every credit owed, and in v2 the ring bytes freed. */
+    private void putHeader(int base, int type) {
+        if (localRing != null) {
+            RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed(), localRing.space.takeReleased());
+        } else {
+            RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
+        }
+    }
+
+    /**
+     * Protocol v2: exposes this side's ring to the peer, a BIND_MW of its window on this QP chained in front of the RING
+     * message that says where it is (a send queue executes in order: the window is bound before the peer learns its
+     * key). The caller checked for two places in the queue and a data credit.
+     */
+    void sendRing() throws IOException {
+        int bindSlot = next;
+        localRing.bind(wrs, 0, wrIdBase | bindSlot, 0);
+        slotBytes[bindSlot] = 0;
+        slotControl[bindSlot] = true;
+        inUse++; // a bind takes a place in the send queue, not a receive of the peer's
+        next = next + 1 == depth ? 0 : next + 1;
+        int slot = next;
+        int base = slot * messageSize;
+        putHeader(base, RdmaProtocol.TYPE_RING);
+        localRing.putRingMessage(stagingView, base + header);
+        int length = header + LocalRing.RING_MESSAGE_LENGTH;
+        wrs.setSend(1, wrIdBase | slot, WrOpcode.SEND, length <= maxInline ? SendFlags.INLINE : 0)
+                .addSge(1, stagingMr.address() + base, length, stagingMr.lkey());
+        slotBytes[slot] = 0;
+        slotControl[slot] = true;
+        occupy();
+        post(2);
+    }
+
+    /** Protocol v2: the peer's RING message arrived; from now on registered buffers go into its ring. */
+    void peerRing(RingWriter ring) {
+        peerRing = ring;
+    }
+
+    boolean hasPeerRing() {
+        return peerRing != null;
+    }
+
+    /**
+     * Protocol v2: a header from the peer says it has freed {@code released} ring bytes in all (mod 2^32). Returns what
+     * is wrong (backwards, beyond what was written, or ring space released before there was a ring), else null.
+     */
+    String onReleased(int released) {
+        if (peerRing == null) {
+            return released == 0 ? null : "released " + Integer.toUnsignedString(released)
+                    + " ring bytes before it said where its ring is";
+        }
+        return peerRing.onReleased(released);
+    }
+
+    /** Whether {@code n} work requests can be posted now. */
+    boolean hasRoom(int n) {
+        return inUse + n <= depth;
     }
 
     private void post(int count) throws IOException {
@@ -279,11 +347,28 @@ final class SendQueue implements DataPath {
             index += (int) skip;
             readable -= (int) skip;
             skip = 0;
+            // protocol v2: registered buffers go straight into the peer's ring, as far as it has room
+            RdmaByteBuf ringable = peerRing != null && buf.writerIndex() >= config.getZeroCopyThreshold()
+                    ? RdmaByteBuf.unwrap(buf) : null;
+            MemoryRegion ringMr = ringable != null ? memoryRegion(ringable) : null;
             while (readable > 0) {
+                if (ringMr != null) {
+                    int n = ringWrite(ringMr.address() + ringable.regionOffset() + index, ringMr.lkey(),
+                            Math.min(readable, peerRing.maxMessage()));
+                    if (n < 0) {
+                        return false;
+                    }
+                    if (n > 0) {
+                        index += n;
+                        readable -= n;
+                        continue;
+                    }
+                    // no room in the ring now: this part goes as SENDs, in order behind the ring's writes
+                }
                 if (!building && !begin()) {
                     return false;
                 }
-                int room = messageSize - RdmaProtocol.HEADER_LENGTH - payload;
+                int room = messageSize - header - payload;
                 if (room == 0) {
                     end();
                     continue;
@@ -299,7 +384,7 @@ final class SendQueue implements DataPath {
                     sges++;
                     counters.zeroCopyBytes += n;
                 } else if (sges == 1) {
-                    int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
+                    int at = slot * messageSize + header + copied;
                     stagingView.limit(at + n).position(at);
                     buf.getBytes(index, stagingView);
                     stagingView.clear();
@@ -338,12 +423,12 @@ final class SendQueue implements DataPath {
                 if (!building && !begin()) {
                     return false;
                 }
-                int room = messageSize - RdmaProtocol.HEADER_LENGTH - payload;
+                int room = messageSize - header - payload;
                 if (room == 0 || sges > 1) {
                     end(); // copied bytes go in staging, before a SEND's zero-copy SGEs
                     continue;
                 }
-                int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
+                int at = slot * messageSize + header + copied;
                 stagingView.limit(at + room).position(at);
                 int n;
                 long advanced;
@@ -400,17 +485,16 @@ final class SendQueue implements DataPath {
             copied = 0;
             sges = 1;
             wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, 0)
-                    .addSge(count, stagingMr.address() + (long) slot * messageSize, RdmaProtocol.HEADER_LENGTH,
-                            stagingMr.lkey());
+                    .addSge(count, stagingMr.address() + (long) slot * messageSize, header, stagingMr.lkey());
             building = true;
             return true;
         }
 
         private void end() {
             int base = slot * messageSize;
-            RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_DATA, credits.takeOwed());
-            wrs.setSge(count, 0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH + copied, stagingMr.lkey());
-            if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
+            putHeader(base, RdmaProtocol.TYPE_DATA);
+            wrs.setSge(count, 0, stagingMr.address() + base, header + copied, stagingMr.lkey());
+            if (sges == 1 && header + copied <= maxInline) {
                 wrs.sendFlags(count, SendFlags.INLINE);
             }
             slotBytes[slot] = settles;
@@ -423,6 +507,59 @@ final class SendQueue implements DataPath {
             counters.bytesSent += payload;
             loopCounters.messagesSent++;
             loopCounters.bytesSent += payload;
+        }
+
+        /**
+         * Protocol v2: places {@code n} bytes at {@code address} (registered, {@code lkey}) in the peer's ring by one
+         * WRITE_WITH_IMM (immediate: the length), after a PAD of the ring's tail if the message does not fit before the
+         * end; the SEND being built goes first, so that bytes stay in order. Each takes a credit (its notification
+         * consumes a receive of the peer's). Returns {@code n}, 0 if the ring has no room for it now (the caller sends
+         * it), or -1 if it must stop (no credit, no place in the queue or the chain).
+         */
+        private int ringWrite(long address, int lkey, int n) {
+            if (!peerRing.fits(n)) {
+                return 0;
+            }
+            if (building) {
+                end();
+            }
+            int needed = peerRing.needsPad(n) ? 2 : 1;
+            if (count + needed > wrs.capacity()) {
+                listFull = true;
+                return -1;
+            }
+            if (!credits.canSpend(needed) || inUse + needed > depth) {
+                creditStall = !credits.canSpend(needed);
+                outOfRoom = true;
+                return -1;
+            }
+            if (needed == 2) {
+                int tail = peerRing.tail();
+                ringRequest(peerRing.placePad(), RingReceiveSpace.IMM_PAD | tail, 0);
+            }
+            wrs.addSge(ringRequest(peerRing.place(n), n, n), address, n, lkey);
+            counters.zeroCopyBytes += n;
+            counters.ringBytesSent += n;
+            loopCounters.ringBytesSent += n;
+            counters.messagesSent++;
+            counters.bytesSent += n;
+            loopCounters.messagesSent++;
+            loopCounters.bytesSent += n;
+            return n;
+        }
+
+        /** A WRITE_WITH_IMM to {@code remote} in the peer's ring with {@code imm}, settling {@code bytes}; its index. */
+        private int ringRequest(long remote, int imm, int bytes) {
+            int s = next;
+            int i = count;
+            wrs.setSend(i, wrIdBase | s, WrOpcode.RDMA_WRITE_WITH_IMM, 0).remote(i, remote, peerRing.rkey())
+                    .immData(i, imm);
+            slotBytes[s] = bytes;
+            slotControl[s] = false;
+            unsettledBytes += bytes;
+            occupy();
+            count++;
+            return i;
         }
 
         /** Ends the SEND being built; one with no payload yet (its first bytes failed) is dropped, not posted. */

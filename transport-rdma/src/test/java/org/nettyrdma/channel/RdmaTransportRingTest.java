@@ -78,6 +78,15 @@ class RdmaTransportRingTest {
             assertEquals(expected, RdmaTestSupport.onLoop(child.get(), child.get()::writeRingNegotiated),
                     "server child: WRITE ring negotiated");
             assertEquals(total, received, "bytes received");
+            if (expected) {
+                // registered buffers of at least ZERO_COPY_THRESHOLD go by the ring (a fifth of the mixed plan's bytes)
+                assertTrue(client.counters().ringBytesSent() > total / 20, () -> "few bytes went by the ring: "
+                        + state.get());
+            } else {
+                assertEquals(0, client.counters().ringBytesSent(), "bytes by the ring without one negotiated");
+            }
+            assertEquals(client.counters().ringBytesSent(), child.get().counters().ringBytesReceived(),
+                    "ring bytes sent vs received");
             assertEquals(writer.crc.getValue(), reader.crc.getValue(), "CRC32C of the stream, sender vs receiver");
             assertTrue(writer.exceptions.isEmpty(), () -> "client exceptions: " + writer.exceptions);
             assertTrue(reader.exceptions.isEmpty() && serverErrors.exceptions.isEmpty(),
