@@ -23,9 +23,6 @@ import java.nio.ByteBuffer;
  */
 final class LocalRing {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(LocalRing.class);
-    /** RING message payload: address u64, length u32, rkey u32. */
-    static final int RING_MESSAGE_LENGTH = 16;
-
     final RingReceiveSpace space;
     private final CleanableDirectBuffer memory;
     private final ByteBuffer view;

@@ -66,8 +66,11 @@ final class RdmaConnection {
     private DataPath sends;
     /** Both sides offered the WRITE ring in their handshakes (protocol v2); set with {@link #sends}. */
     private boolean writeRing;
-    /** Header bytes of every SEND: v1's, or v2's when the WRITE ring was negotiated. */
-    private int headerLength = RdmaProtocol.HEADER_LENGTH;
+    /**
+     * Protocol v2: the peer's RING message, when it came before this side learnt the negotiation (a connecting side's
+     * loop may see the accepted side's first messages before ESTABLISHED); taken at {@link #peerReady}.
+     */
+    private RingWriter earlyPeerRing;
     /** What the end of output still sends: flushed writes not posted when the channel closed. */
     private CloseLinger linger;
     private int state;
@@ -202,8 +205,14 @@ final class RdmaConnection {
         }
         // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
         // side allocates (staging is sqDepth sends of this size)
+        if (earlyPeerRing != null && !writeRing) {
+            throw protocolViolation("sent a RING message though the WRITE ring was not negotiated");
+        }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing);
-        headerLength = writeRing ? RdmaProtocol.V2_HEADER_LENGTH : RdmaProtocol.HEADER_LENGTH;
+        if (earlyPeerRing != null) {
+            res.sends.peerRing(earlyPeerRing);
+            earlyPeerRing = null;
+        }
         // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
         if (ch.parent() == null) {
             set(SEND_OPEN);
@@ -239,12 +248,12 @@ final class RdmaConnection {
      * Protocol v2: binds this side's ring to the QP and tells the peer where it is (RING), once the send side is open
      * (a bind is a work request on the connected QP); retried at the end of a batch if credits or the queue lack room.
      */
-    private void offerRing() {
+    private boolean offerRing() {
         if (!writeRing || is(RING_OFFERED | DESTROYED | FAILED | PEER_GONE) || !is(SEND_OPEN)) {
-            return;
+            return false;
         }
         if (!credits.canSendData() || !res.sends.hasRoom(2)) {
-            return;
+            return false;
         }
         set(RING_OFFERED);
         try {
@@ -252,6 +261,7 @@ final class RdmaConnection {
         } catch (IOException e) {
             unsafe.fail(e);
         }
+        return true;
     }
 
     /**
@@ -261,8 +271,9 @@ final class RdmaConnection {
      * initiator's QP ready to receive (rxe drops what arrives earlier, resent ~2 s later).
      */
     void greet() {
-        postControl(RdmaProtocol.TYPE_CREDIT);
-        offerRing();
+        if (!offerRing()) { // with the WRITE ring, the RING message is the greeting (no credit spent on a CREDIT)
+            postControl(RdmaProtocol.TYPE_CREDIT);
+        }
     }
 
     private RdmaProtocolViolationException protocolViolation(String what) {
@@ -308,12 +319,16 @@ final class RdmaConnection {
             openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
         }
         ByteBuf message = recv.buffer(slot);
-        String violation = RdmaProtocol.checkHeader(message, byteLen, headerLength);
+        // before the handshake is known (data that beat ESTABLISHED), what this side offered decides: a peer sends v2's
+        // messages only once it negotiated, and peerReady checks that it did
+        boolean ring = sends == null ? res.offersWriteRing : writeRing;
+        String violation = RdmaProtocol.checkHeader(message, byteLen, ring);
         if (violation == null) {
             violation = credits.onReceived(RdmaProtocol.headerCredits(message));
         }
-        if (violation == null && writeRing) {
-            violation = res.sends.onReleased(RdmaProtocol.headerReleased(message));
+        if (violation == null && byteLen == RdmaProtocol.RING_CREDIT_LENGTH
+                && RdmaProtocol.headerType(message) == RdmaProtocol.TYPE_CREDIT) {
+            violation = onReleased(RdmaProtocol.creditReleased(message));
         }
         if (violation != null) {
             unsafe.fail(protocolViolation(violation));
@@ -321,7 +336,7 @@ final class RdmaConnection {
         }
         switch (RdmaProtocol.headerType(message)) {
             case RdmaProtocol.TYPE_DATA:
-                countReceived(byteLen - headerLength);
+                countReceived(byteLen - RdmaProtocol.HEADER_LENGTH);
                 if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
                     credits.oweData(1); // closing: dropped, but the peer gets the credit back (its FIN may need it)
                     repostQuietly(slot);
@@ -329,7 +344,7 @@ final class RdmaConnection {
                     credits.oweControl();
                     repostQuietly(slot);
                 } else {
-                    recv.enqueue(slot, headerLength, byteLen);
+                    recv.enqueue(slot, RdmaProtocol.HEADER_LENGTH, byteLen);
                 }
                 break;
             case RdmaProtocol.TYPE_FIN:
@@ -361,18 +376,36 @@ final class RdmaConnection {
 
     /** Protocol v2: the peer's RING message (after the header: address u64, length u32, rkey u32). */
     private String onPeerRing(ByteBuf message) {
-        if (res.sends.hasPeerRing()) {
+        if (earlyPeerRing != null || sends != null && res.sends.hasPeerRing()) {
             return "sent a second RING message";
         }
-        long address = message.getLong(headerLength);
-        int length = message.getInt(headerLength + 8);
-        int rkey = message.getInt(headerLength + 12);
+        int h = RdmaProtocol.HEADER_LENGTH;
+        long address = message.getLong(h);
+        int length = message.getInt(h + 8);
+        int rkey = message.getInt(h + 12);
         if (length < 64 << 10 || length > 1 << 30) {
             return "announced a WRITE ring of " + Integer.toUnsignedString(length) + " bytes (expected 64 KiB .. 1 GiB)";
         }
-        res.sends.peerRing(new RingWriter(address, length, rkey));
-        set(SEND_BLOCKED); // flushed bytes may go into the ring now
+        RingWriter ring = new RingWriter(address, length, rkey);
+        if (sends == null) {
+            earlyPeerRing = ring; // peerReady takes it, or fails the connection if the ring was not negotiated
+        } else {
+            res.sends.peerRing(ring);
+            set(SEND_BLOCKED); // flushed bytes may go into the ring now
+        }
         return null;
+    }
+
+    /**
+     * Protocol v2: a CREDIT message says the peer freed {@code released} bytes of this side's writes to its ring in all
+     * (mod 2^32); before this side knows a ring of the peer's, nothing was written, so only 0 is right.
+     */
+    private String onReleased(int released) {
+        if (sends != null && res.sends.hasPeerRing()) {
+            return res.sends.onReleased(released);
+        }
+        return released == 0 ? null : "released " + Integer.toUnsignedString(released)
+                + " ring bytes before it said where its ring is";
     }
 
     /**

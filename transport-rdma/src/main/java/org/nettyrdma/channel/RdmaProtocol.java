@@ -40,10 +40,12 @@ final class RdmaProtocol {
     /** Protocol v2: where this side's WRITE ring is (payload: address u64, length u32, rkey u32). */
     static final int TYPE_RING = 4;
     /**
-     * Protocol v2's header, when the WRITE ring was negotiated: v1's 4 bytes, then released u32 (the ring bytes the
-     * sender has freed in all, mod 2^32).
+     * Protocol v2's CREDIT message, when the WRITE ring was negotiated: the header, then released u32 (the ring bytes
+     * the sender has freed in all, mod 2^32). Every other message keeps v1's format.
      */
-    static final int V2_HEADER_LENGTH = 8;
+    static final int RING_CREDIT_LENGTH = 8;
+    /** Protocol v2's RING message: the header, then address u64, length u32, rkey u32. */
+    static final int RING_MESSAGE_LENGTH = HEADER_LENGTH + 16;
     static final int MAX_CREDITS_PER_HEADER = 0xffff;
 
     /** Writes the header of a SEND at {@code at}: {@code type}, reserved 0, {@code credits} (0..0xffff). */
@@ -53,15 +55,9 @@ final class RdmaProtocol {
         buf.putShort(at + 2, (short) credits);
     }
 
-    /** Writes a v2 header ({@link #V2_HEADER_LENGTH} bytes): v1's, then {@code released}. */
-    static void putHeader(ByteBuffer buf, int at, int type, int credits, int released) {
-        putHeader(buf, at, type, credits);
-        buf.putInt(at + 4, released);
-    }
-
-    /** The released count of a v2 header. */
-    static int headerReleased(ByteBuf message) {
-        return message.getInt(4);
+    /** The released count of a v2 CREDIT message ({@link #RING_CREDIT_LENGTH} bytes). */
+    static int creditReleased(ByteBuf message) {
+        return message.getInt(HEADER_LENGTH);
     }
 
     /** The message type of the header that starts {@code message}. */
@@ -80,21 +76,26 @@ final class RdmaProtocol {
      * without.
      */
     static String checkHeader(ByteBuf message, int byteLen) {
-        return checkHeader(message, byteLen, HEADER_LENGTH);
+        return checkHeader(message, byteLen, false);
     }
 
     /**
-     * As {@link #checkHeader(ByteBuf, int)} for a connection whose headers are {@code headerLength} bytes: with the
-     * WRITE ring negotiated ({@link #V2_HEADER_LENGTH}) a RING message of its fixed length is known too.
+     * As {@link #checkHeader(ByteBuf, int)}; with {@code ring} (protocol v2's WRITE ring) a RING message and a CREDIT
+     * message with its released count are well-formed too.
      */
-    static String checkHeader(ByteBuf message, int byteLen, int headerLength) {
-        if (byteLen < headerLength) {
-            return "sent a message of " + byteLen + " bytes, shorter than the " + headerLength + "-byte header";
+    static String checkHeader(ByteBuf message, int byteLen, boolean ring) {
+        if (byteLen < HEADER_LENGTH) {
+            return "sent a message of " + byteLen + " bytes, shorter than the " + HEADER_LENGTH + "-byte header";
         }
         int type = headerType(message);
-        if (type == TYPE_RING && headerLength == V2_HEADER_LENGTH) {
-            return byteLen == headerLength + LocalRing.RING_MESSAGE_LENGTH ? null
-                    : "sent a RING message of " + byteLen + " bytes, not " + (headerLength + LocalRing.RING_MESSAGE_LENGTH);
+        if (ring && message.getByte(1) == 0) {
+            if (type == TYPE_RING) {
+                return byteLen == RING_MESSAGE_LENGTH ? null
+                        : "sent a RING message of " + byteLen + " bytes, not " + RING_MESSAGE_LENGTH;
+            }
+            if (type == TYPE_CREDIT && byteLen == RING_CREDIT_LENGTH) {
+                return null;
+            }
         }
         if (type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_FIN) {
             return "sent a message of unknown type " + type + (type == TYPE_RING ? " (a RING message, but the WRITE "
@@ -103,9 +104,9 @@ final class RdmaProtocol {
         if (message.getByte(1) != 0) {
             return "sent a header whose reserved byte is " + message.getUnsignedByte(1) + ", not 0";
         }
-        if (type == TYPE_DATA ? byteLen == headerLength : byteLen != headerLength) {
+        if (type == TYPE_DATA ? byteLen == HEADER_LENGTH : byteLen != HEADER_LENGTH) {
             return "sent a " + (type == TYPE_DATA ? "DATA message without payload"
-                    : (type == TYPE_FIN ? "FIN" : "CREDIT") + " message with " + (byteLen - headerLength)
+                    : (type == TYPE_FIN ? "FIN" : "CREDIT") + " message with " + (byteLen - HEADER_LENGTH)
                     + " bytes of payload");
         }
         return null;

@@ -49,9 +49,7 @@ final class SendQueue implements DataPath {
     private final int maxInline;
     /** Bytes of a SEND at most, header included: the smaller receive buffer of both sides. */
     private final int messageSize;
-    /** Header bytes of each SEND: v1's 4, or 8 when the WRITE ring was negotiated (with the released count). */
-    private final int header;
-    /** This side's WRITE ring, whose released count every v2 header carries; null in protocol v1. */
+    /** This side's WRITE ring, whose released count v2's CREDIT messages carry; null in protocol v1. */
     private final LocalRing localRing;
     /** The peer's WRITE ring, once its RING message arrived; null until then and in protocol v1. */
     private RingWriter peerRing;
@@ -94,7 +92,6 @@ final class SendQueue implements DataPath {
         this.maxInline = maxInline;
         this.messageSize = messageSize;
         this.localRing = localRing;
-        header = localRing != null ? RdmaProtocol.V2_HEADER_LENGTH : RdmaProtocol.HEADER_LENGTH;
         long stagingBytes = (long) messageSize * depth;
         if (stagingBytes > Integer.MAX_VALUE) {
             throw new IllegalArgumentException("send staging of " + stagingBytes + " bytes (RECEIVE_BUFFER_SIZE "
@@ -165,22 +162,18 @@ final class SendQueue implements DataPath {
     public void sendControl(int type) throws IOException {
         int slot = next;
         int base = slot * messageSize;
-        putHeader(base, type);
+        RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
+        int length = RdmaProtocol.HEADER_LENGTH;
+        if (type == RdmaProtocol.TYPE_CREDIT && localRing != null) {
+            stagingView.putInt(base + length, localRing.space.takeReleased());
+            length = RdmaProtocol.RING_CREDIT_LENGTH;
+        }
         wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.INLINE)
-                .addSge(0, stagingMr.address() + base, header, stagingMr.lkey());
+                .addSge(0, stagingMr.address() + base, length, stagingMr.lkey());
         post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         occupy();
-    }
-
-    /** The header of the SEND at staging offset {@code base}: every credit owed, and in v2 the ring bytes freed. */
-    private void putHeader(int base, int type) {
-        if (localRing != null) {
-            RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed(), localRing.space.takeReleased());
-        } else {
-            RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
-        }
     }
 
     /**
@@ -197,9 +190,9 @@ final class SendQueue implements DataPath {
         next = next + 1 == depth ? 0 : next + 1;
         int slot = next;
         int base = slot * messageSize;
-        putHeader(base, RdmaProtocol.TYPE_RING);
-        localRing.putRingMessage(stagingView, base + header);
-        int length = header + LocalRing.RING_MESSAGE_LENGTH;
+        RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_RING, credits.takeOwed());
+        localRing.putRingMessage(stagingView, base + RdmaProtocol.HEADER_LENGTH);
+        int length = RdmaProtocol.RING_MESSAGE_LENGTH;
         wrs.setSend(1, wrIdBase | slot, WrOpcode.SEND, length <= maxInline ? SendFlags.INLINE : 0)
                 .addSge(1, stagingMr.address() + base, length, stagingMr.lkey());
         slotBytes[slot] = 0;
@@ -218,14 +211,10 @@ final class SendQueue implements DataPath {
     }
 
     /**
-     * Protocol v2: a header from the peer says it has freed {@code released} ring bytes in all (mod 2^32). Returns what
-     * is wrong (backwards, beyond what was written, or ring space released before there was a ring), else null.
+     * Protocol v2: a CREDIT message from the peer says it has freed {@code released} ring bytes in all (mod 2^32).
+     * Returns what is wrong (backwards, beyond what was written), else null.
      */
     String onReleased(int released) {
-        if (peerRing == null) {
-            return released == 0 ? null : "released " + Integer.toUnsignedString(released)
-                    + " ring bytes before it said where its ring is";
-        }
         return peerRing.onReleased(released);
     }
 
@@ -368,7 +357,7 @@ final class SendQueue implements DataPath {
                 if (!building && !begin()) {
                     return false;
                 }
-                int room = messageSize - header - payload;
+                int room = messageSize - RdmaProtocol.HEADER_LENGTH - payload;
                 if (room == 0) {
                     end();
                     continue;
@@ -384,7 +373,7 @@ final class SendQueue implements DataPath {
                     sges++;
                     counters.zeroCopyBytes += n;
                 } else if (sges == 1) {
-                    int at = slot * messageSize + header + copied;
+                    int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
                     stagingView.limit(at + n).position(at);
                     buf.getBytes(index, stagingView);
                     stagingView.clear();
@@ -423,12 +412,12 @@ final class SendQueue implements DataPath {
                 if (!building && !begin()) {
                     return false;
                 }
-                int room = messageSize - header - payload;
+                int room = messageSize - RdmaProtocol.HEADER_LENGTH - payload;
                 if (room == 0 || sges > 1) {
                     end(); // copied bytes go in staging, before a SEND's zero-copy SGEs
                     continue;
                 }
-                int at = slot * messageSize + header + copied;
+                int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
                 stagingView.limit(at + room).position(at);
                 int n;
                 long advanced;
@@ -485,16 +474,17 @@ final class SendQueue implements DataPath {
             copied = 0;
             sges = 1;
             wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, 0)
-                    .addSge(count, stagingMr.address() + (long) slot * messageSize, header, stagingMr.lkey());
+                    .addSge(count, stagingMr.address() + (long) slot * messageSize, RdmaProtocol.HEADER_LENGTH,
+                            stagingMr.lkey());
             building = true;
             return true;
         }
 
         private void end() {
             int base = slot * messageSize;
-            putHeader(base, RdmaProtocol.TYPE_DATA);
-            wrs.setSge(count, 0, stagingMr.address() + base, header + copied, stagingMr.lkey());
-            if (sges == 1 && header + copied <= maxInline) {
+            RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_DATA, credits.takeOwed());
+            wrs.setSge(count, 0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH + copied, stagingMr.lkey());
+            if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
                 wrs.sendFlags(count, SendFlags.INLINE);
             }
             slotBytes[slot] = settles;
@@ -517,13 +507,15 @@ final class SendQueue implements DataPath {
          * it), or -1 if it must stop (no credit, no place in the queue or the chain).
          */
         private int ringWrite(long address, int lkey, int n) {
-            if (!peerRing.fits(n)) {
+            int needed = peerRing.needsPad(n) ? 2 : 1;
+            if (!peerRing.fits(n) || needed == 2 && !credits.canSpend(2) && credits.canSendData()) {
+                // no room in the ring; or a PAD would take the credit its message needs, and a PAD's credit comes
+                // back only with the next data credit: a reader with nothing more to read would never return it
                 return 0;
             }
             if (building) {
                 end();
             }
-            int needed = peerRing.needsPad(n) ? 2 : 1;
             if (count + needed > wrs.capacity()) {
                 listFull = true;
                 return -1;
