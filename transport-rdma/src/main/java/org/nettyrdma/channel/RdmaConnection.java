@@ -422,7 +422,7 @@ final class RdmaConnection {
         String violation = ring == null ? "wrote into a ring though the WRITE ring was not negotiated"
                 : ring.space.onNotification(imm, byteLen);
         if (violation == null) {
-            violation = credits.onReceived(0);
+            violation = credits.onReceived(RingReceiveSpace.immCredits(imm));
         }
         if (violation != null) {
             unsafe.fail(protocolViolation(violation));

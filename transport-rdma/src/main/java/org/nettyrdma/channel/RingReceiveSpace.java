@@ -7,8 +7,26 @@ package org.nettyrdma.channel;
  * Allocates nothing per message. Event loop only.
  */
 final class RingReceiveSpace {
-    /** Immediate data: the top bit marks a PAD (the ring's tail is skipped), the rest is the length. */
+    /**
+     * Immediate data: the top bit marks a PAD, whose other 31 bits are the length of the ring's tail it skips. A message
+     * has the top bit clear, bits 24..30 the credits it grants (as a SEND's header does: a WRITE has no header, and
+     * a writer that only writes into the ring must still return the receives its peer's CREDIT messages took), bits
+     * 0..23 its length.
+     */
     static final int IMM_PAD = 1 << 31;
+    static final int IMM_CREDIT_SHIFT = 24;
+    static final int IMM_MAX_CREDITS = 0x7f;
+    static final int IMM_MAX_LENGTH = (1 << IMM_CREDIT_SHIFT) - 1;
+
+    /** The immediate data of a message of {@code length} bytes granting {@code credits}. */
+    static int messageImm(int length, int credits) {
+        return credits << IMM_CREDIT_SHIFT | length;
+    }
+
+    /** The credits a notification's immediate data grants (none for a PAD). */
+    static int immCredits(int imm) {
+        return imm < 0 ? 0 : imm >>> IMM_CREDIT_SHIFT;
+    }
 
     private final int size;
     /** End positions of the messages received and not freed, oldest first (a ring buffer). */
@@ -58,20 +76,21 @@ final class RingReceiveSpace {
             lastOffset = -1;
             return null;
         }
-        if (imm <= 0 || imm != byteLen) {
-            return "sent a ring notification of " + imm + " bytes for a WRITE of " + byteLen + " bytes";
+        int length = imm & IMM_MAX_LENGTH;
+        if (length == 0 || length != byteLen) {
+            return "sent a ring notification of " + length + " bytes for a WRITE of " + byteLen + " bytes";
         }
-        if (offset + (long) imm > size) {
-            return "wrote " + imm + " bytes at ring offset " + offset + ", past the end of the " + size + "-byte ring";
+        if (offset + (long) length > size) {
+            return "wrote " + length + " bytes at ring offset " + offset + ", past the end of the " + size + "-byte ring";
         }
-        if (received + imm - announced > size) {
-            return "wrote " + imm + " bytes into the ring with only " + (size - (received - announced))
+        if (received + length - announced > size) {
+            return "wrote " + length + " bytes into the ring with only " + (size - (received - announced))
                     + " bytes of space given";
         }
         if (count == ends.length) {
             return "sent more ring messages than it had credits for";
         }
-        received += imm;
+        received += length;
         ends[(head + count) % ends.length] = received;
         count++;
         lastOffset = offset;

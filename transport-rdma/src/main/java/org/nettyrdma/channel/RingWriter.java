@@ -27,9 +27,12 @@ final class RingWriter {
         return size;
     }
 
-    /** The largest message this side places in one WRITE: a quarter of the ring, so that writes and releases overlap. */
+    /**
+     * The largest message this side places in one WRITE: a quarter of the ring, so that writes and releases overlap,
+     * and at most what the immediate data's length holds.
+     */
     int maxMessage() {
-        return size >>> 2;
+        return Math.min(size >>> 2, RingReceiveSpace.IMM_MAX_LENGTH);
     }
 
     private int offset() {

@@ -501,7 +501,7 @@ final class SendQueue implements DataPath {
 
         /**
          * Protocol v2: places {@code n} bytes at {@code address} (registered, {@code lkey}) in the peer's ring by one
-         * WRITE_WITH_IMM (immediate: the length), after a PAD of the ring's tail if the message does not fit before the
+         * WRITE_WITH_IMM (immediate: the length and the credits owed, as a header would), after a PAD of the ring's tail if the message does not fit before the
          * end; the SEND being built goes first, so that bytes stay in order. Each takes a credit (its notification
          * consumes a receive of the peer's). Returns {@code n}, 0 if the ring has no room for it now (the caller sends
          * it), or -1 if it must stop (no credit, no place in the queue or the chain).
@@ -529,7 +529,8 @@ final class SendQueue implements DataPath {
                 int tail = peerRing.tail();
                 ringRequest(peerRing.placePad(), RingReceiveSpace.IMM_PAD | tail, 0);
             }
-            wrs.addSge(ringRequest(peerRing.place(n), n, n), address, n, lkey);
+            int imm = RingReceiveSpace.messageImm(n, credits.takeOwed(RingReceiveSpace.IMM_MAX_CREDITS));
+            wrs.addSge(ringRequest(peerRing.place(n), imm, n), address, n, lkey);
             counters.zeroCopyBytes += n;
             counters.ringBytesSent += n;
             loopCounters.ringBytesSent += n;

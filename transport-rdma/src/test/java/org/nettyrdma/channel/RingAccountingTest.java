@@ -86,6 +86,16 @@ class RingAccountingTest {
     }
 
     @Test
+    void messageImmediateCarriesLengthAndCredits() {
+        int imm = RingReceiveSpace.messageImm(RingReceiveSpace.IMM_MAX_LENGTH, RingReceiveSpace.IMM_MAX_CREDITS);
+        assertEquals(RingReceiveSpace.IMM_MAX_CREDITS, RingReceiveSpace.immCredits(imm));
+        assertEquals(0, RingReceiveSpace.immCredits(RingReceiveSpace.IMM_PAD | 5), "a PAD grants nothing");
+        RingReceiveSpace r = new RingReceiveSpace(SIZE, 4);
+        assertNull(r.onNotification(RingReceiveSpace.messageImm(10, 3), 10));
+        assertNotNull(r.onNotification(RingReceiveSpace.messageImm(10, 3), 11), "length beside the credits checked");
+    }
+
+    @Test
     void receiverCountsOutstandingMessages() {
         RingReceiveSpace r = new RingReceiveSpace(SIZE, 2);
         assertNull(r.onNotification(10, 10));
