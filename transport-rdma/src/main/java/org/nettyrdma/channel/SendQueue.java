@@ -23,8 +23,9 @@ import java.nio.channels.WritableByteChannel;
  * the header and the bytes of small or unregistered buffers (copied); registered buffers of at least the zero-copy
  * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. The last
  * SEND of a chain is signalled, and one in {@link #SIGNAL_EVERY}; a completion settles the payload bytes of its SEND
- * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}. Allocates
- * nothing per message. Event loop only.
+ * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}. With protocol
+ * v2's WRITE ring (docs/protocol.md), registered pieces of at least a SEND's size go into the peer's ring by
+ * WRITE_WITH_IMM instead, in the same walk and so in stream order. Allocates nothing per message. Event loop only.
  */
 final class SendQueue implements DataPath {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
