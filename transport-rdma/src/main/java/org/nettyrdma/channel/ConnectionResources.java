@@ -29,8 +29,16 @@ final class ConnectionResources {
     final ReceiveQueue recv;
     /** Set by {@link #openSendQueue}. */
     SendQueue sends;
+    /** This side's WRITE ring when protocol v2's ring was negotiated; set by {@link #openSendQueue}. */
+    LocalRing ring;
     final int recvSize;
     final int recvCount;
+    /**
+     * Whether this side offers the WRITE ring (protocol v2): the channel asks for it and the device can confine the
+     * ring to this connection (type-2 memory windows) and tell the receiver what arrived (immediate data). Devices
+     * without them (iWARP, siw) speak v1: docs/protocol.md, "Exposure for protocol v2".
+     */
+    final boolean offersWriteRing;
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannelConfig config;
     private final RdmaIoHandler handler;
@@ -58,6 +66,7 @@ final class ConnectionResources {
         maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
         maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
         reservedCqEntries = sqDepth + recvCount;
+        offersWriteRing = config.isWriteRing() && limits.supportsMemoryWindows() && limits.supportsImmediateData();
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
         QueuePair createdQp = null;
@@ -94,14 +103,32 @@ final class ConnectionResources {
     /** What this side asks of RDMA CM for the connection, its handshake included. */
     ConnectionParameters parameters(CmId id) {
         int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
-        return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount), rd, rd, 7, RNR_RETRY);
+        return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount,
+                offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0), rd, rd, 7, RNR_RETRY);
     }
 
-    /** The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known). */
-    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize) throws VerbsException {
-        sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase,
-                sqDepth, maxSge, maxInline, messageSize);
-        count(0, (long) messageSize * sqDepth);
+    /**
+     * The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known); with
+     * {@code writeRing} (negotiated) this side's WRITE ring too, its window not yet bound.
+     */
+    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize, boolean writeRing)
+            throws VerbsException {
+        LocalRing r = writeRing ? new LocalRing(queues.pd, config.getRingSize(), recvCount) : null;
+        boolean ok = false;
+        try {
+            sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase,
+                    sqDepth, maxSge, maxInline, messageSize, r);
+            ok = true;
+        } finally {
+            if (!ok && r != null) {
+                r.close(); // never bound: nothing references it
+            }
+        }
+        ring = r;
+        if (r != null) {
+            recv.attachRing(r);
+        }
+        count(0, (long) messageSize * sqDepth + (r != null ? r.size() : 0));
         return sends;
     }
 
@@ -133,6 +160,15 @@ final class ConnectionResources {
      * destroyed: a work request may still reference it). Returns whether the memory was freed.
      */
     boolean destroy() {
+        if (ring != null) {
+            // a bound window holds its QP (rxe took ~50 s to destroy one): the QP stops first, then the window goes
+            try {
+                qp.moveToError();
+            } catch (VerbsException e) {
+                logger.debug("{}: moving the QP to the error state failed", ch, e);
+            }
+            ring.closeWindow();
+        }
         boolean qpGone = closeQp(qp);
         queues.release(reservedCqEntries);
         count(-1, -registeredBytes);
@@ -140,6 +176,9 @@ final class ConnectionResources {
             recv.close(); // no receive references these buffers; lent ones are the application's
             if (sends != null) {
                 sends.close();
+            }
+            if (ring != null) {
+                ring.close(); // no work request names it any more
             }
         }
         return qpGone;

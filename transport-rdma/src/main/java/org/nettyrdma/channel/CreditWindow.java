@@ -61,6 +61,11 @@ final class CreditWindow {
         return sendCredits >= 2;
     }
 
+    /** Whether {@code n} data messages may be sent, keeping the credit for CREDIT messages. */
+    boolean canSpend(int n) {
+        return sendCredits >= n + 1;
+    }
+
     /** Whether a CREDIT message may be sent. */
     boolean canSendControl() {
         return sendCredits >= 1;
@@ -83,7 +88,12 @@ final class CreditWindow {
 
     /** The credits for the next header: everything owed, at most what a header holds. */
     int takeOwed() {
-        int n = Math.min(owedData + owedCtrl, RdmaProtocol.MAX_CREDITS_PER_HEADER);
+        return takeOwed(RdmaProtocol.MAX_CREDITS_PER_HEADER);
+    }
+
+    /** The credits for a message that holds at most {@code max} (a ring write's immediate data): what is owed, up to it. */
+    int takeOwed(int max) {
+        int n = Math.min(owedData + owedCtrl, max);
         int fromData = Math.min(n, owedData);
         owedData -= fromData;
         owedCtrl -= n - fromData;

@@ -5,9 +5,10 @@ import io.netty.channel.ChannelOutboundBuffer;
 import java.io.IOException;
 
 /**
- * How a connection's bytes reach the peer once the handshake is done. Protocol v1's is {@link SendQueue}: SENDs into
- * the peer's receives, as its credits allow; protocol v2's RDMA WRITE ring and READ rendezvous are other
- * implementations. What arrives is the {@link ReceiveQueue}'s. Event loop only.
+ * How a connection's bytes reach the peer once the handshake is done. {@link SendQueue}: SENDs into the peer's
+ * receives, as its credits allow, and with protocol v2's WRITE ring negotiated, large registered pieces written into
+ * the peer's ring in the same walk (so that both kinds stay in one stream order); the READ rendezvous is to be another
+ * implementation. What arrives is the {@link ReceiveQueue}'s. Event loop only.
  *
  * <p>Bytes are <em>posted</em> (in a work request), then <em>settled</em> when that request completes: the
  * connection then removes them from the channel's outbound buffer, which completes the writes.

@@ -24,6 +24,15 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> MAX_LENT_RECEIVE_BYTES = valueOf(RdmaChannelOption.class,
             "MAX_LENT_RECEIVE_BYTES");
 
+    /**
+     * Whether this side offers protocol v2's RDMA WRITE ring in its handshake (used when the peer offers it too, and the
+     * device has memory windows and immediate data; else protocol v1's SENDs). Default off, or the system property
+     * {@code org.nettyrdma.writeRing}; docs/protocol.md and docs/performance.md say why.
+     */
+    public static final ChannelOption<Boolean> WRITE_RING = valueOf(RdmaChannelOption.class, "WRITE_RING");
+    /** Bytes of the receive ring a connection exposes to its peer when the WRITE ring is used (default 1 MiB). */
+    public static final ChannelOption<Integer> RING_SIZE = valueOf(RdmaChannelOption.class, "RING_SIZE");
+
     @SuppressWarnings({"unused", "deprecation"})
     private RdmaChannelOption() {
         super(null);

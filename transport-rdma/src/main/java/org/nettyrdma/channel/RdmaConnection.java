@@ -12,6 +12,7 @@ import org.nettyrdma.channel.RdmaProtocol.Handshake;
 import org.nettyrdma.verbs.CmId;
 import org.nettyrdma.verbs.ConnectionParameters;
 import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.WcOpcode;
 import org.nettyrdma.verbs.WcStatus;
 
 import java.io.IOException;
@@ -50,6 +51,8 @@ final class RdmaConnection {
     private static final int SEND_BLOCKED = 1 << 12;
     /** Queued for {@link #onBatchComplete()} in the current batch ({@link RdmaIoHandler#touch} once per batch). */
     private static final int TOUCHED = 1 << 13;
+    /** Protocol v2: this side's ring was bound and its RING message posted. */
+    private static final int RING_OFFERED = 1 << 14;
 
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
@@ -61,6 +64,13 @@ final class RdmaConnection {
     private final FlushedMessages flushed = new FlushedMessages();
     /** Set when the peer's handshake is known. */
     private DataPath sends;
+    /** Both sides offered the WRITE ring in their handshakes (protocol v2); set with {@link #sends}. */
+    private boolean writeRing;
+    /**
+     * Protocol v2: the peer's RING message, when it came before this side learnt the negotiation (a connecting side's
+     * loop may see the accepted side's first messages before ESTABLISHED); taken at {@link #peerReady}.
+     */
+    private RingWriter earlyPeerRing;
     /** What the end of output still sends: flushed writes not posted when the channel closed. */
     private CloseLinger linger;
     private int state;
@@ -169,6 +179,11 @@ final class RdmaConnection {
         return true;
     }
 
+    /** Whether both sides offered the WRITE ring in their handshakes (protocol v2). */
+    boolean writeRingNegotiated() {
+        return writeRing;
+    }
+
     /** Whether this connection may still close in order: nothing failed, the peer is there. */
     boolean canCloseGracefully() {
         return !is(FAILED | PEER_GONE);
@@ -183,13 +198,21 @@ final class RdmaConnection {
         if (sends != null) {
             return;
         }
+        writeRing = res.offersWriteRing && p.offersWriteRing();
         String violation = credits.peerReady(p.receiveBufferCount); // credits may have come with data before
         if (violation != null) {
             throw protocolViolation(violation);
         }
         // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
         // side allocates (staging is sqDepth sends of this size)
-        sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize));
+        if (earlyPeerRing != null && !writeRing) {
+            throw protocolViolation("sent a RING message though the WRITE ring was not negotiated");
+        }
+        sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing);
+        if (earlyPeerRing != null) {
+            res.sends.peerRing(earlyPeerRing);
+            earlyPeerRing = null;
+        }
         // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
         if (ch.parent() == null) {
             set(SEND_OPEN);
@@ -218,6 +241,27 @@ final class RdmaConnection {
             greetingWait.cancel(false);
             greetingWait = null;
         }
+        offerRing();
+    }
+
+    /**
+     * Protocol v2: binds this side's ring to the QP and tells the peer where it is (RING), once the send side is open
+     * (a bind is a work request on the connected QP); retried at the end of a batch if credits or the queue lack room.
+     */
+    private boolean offerRing() {
+        if (!writeRing || is(RING_OFFERED | DESTROYED | FAILED | PEER_GONE) || !is(SEND_OPEN)) {
+            return false;
+        }
+        if (!credits.canSendData() || !res.sends.hasRoom(2)) {
+            return false;
+        }
+        set(RING_OFFERED);
+        try {
+            res.sends.sendRing();
+        } catch (IOException e) {
+            unsafe.fail(e);
+        }
+        return true;
     }
 
     /**
@@ -227,7 +271,9 @@ final class RdmaConnection {
      * initiator's QP ready to receive (rxe drops what arrives earlier, resent ~2 s later).
      */
     void greet() {
-        postControl(RdmaProtocol.TYPE_CREDIT);
+        if (!offerRing()) { // with the WRITE ring, the RING message is the greeting (no credit spent on a CREDIT)
+            postControl(RdmaProtocol.TYPE_CREDIT);
+        }
     }
 
     private RdmaProtocolViolationException protocolViolation(String what) {
@@ -236,9 +282,13 @@ final class RdmaConnection {
     }
 
     /** A completion for this connection, dispatched by its work request id. */
-    void onCompletion(long wrId, int status, int byteLen) {
+    void onCompletion(long wrId, int status, int byteLen, int opcode, int imm) {
         int slot = (int) (wrId & (ConnectionResources.RECV_BIT - 1));
         if ((wrId & ConnectionResources.RECV_BIT) != 0) {
+            if (status == WcStatus.SUCCESS && opcode == WcOpcode.RECV_RDMA_WITH_IMM) {
+                onRingNotification(slot, imm, byteLen);
+                return;
+            }
             onRecvCompletion(slot, status, byteLen);
         } else {
             onSendCompletion(slot, status);
@@ -269,9 +319,16 @@ final class RdmaConnection {
             openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
         }
         ByteBuf message = recv.buffer(slot);
-        String violation = RdmaProtocol.checkHeader(message, byteLen);
+        // before the handshake is known (data that beat ESTABLISHED), what this side offered decides: a peer sends v2's
+        // messages only once it negotiated, and peerReady checks that it did
+        boolean ring = sends == null ? res.offersWriteRing : writeRing;
+        String violation = RdmaProtocol.checkHeader(message, byteLen, ring);
         if (violation == null) {
             violation = credits.onReceived(RdmaProtocol.headerCredits(message));
+        }
+        if (violation == null && byteLen == RdmaProtocol.RING_CREDIT_LENGTH
+                && RdmaProtocol.headerType(message) == RdmaProtocol.TYPE_CREDIT) {
+            violation = onReleased(RdmaProtocol.creditReleased(message));
         }
         if (violation != null) {
             unsafe.fail(protocolViolation(violation));
@@ -300,10 +357,94 @@ final class RdmaConnection {
                 repostQuietly(slot);
                 recv.enqueueFin();
                 break;
+            case RdmaProtocol.TYPE_RING: // (checkHeader let it through: the ring was negotiated)
+                violation = onPeerRing(message);
+                if (violation != null) {
+                    unsafe.fail(protocolViolation(violation));
+                    return;
+                }
+                credits.oweControl();
+                repostQuietly(slot);
+                break;
             default: // CREDIT
                 credits.oweControl();
                 repostQuietly(slot);
                 break;
+        }
+        touch();
+    }
+
+    /** Protocol v2: the peer's RING message (after the header: address u64, length u32, rkey u32). */
+    private String onPeerRing(ByteBuf message) {
+        if (earlyPeerRing != null || sends != null && res.sends.hasPeerRing()) {
+            return "sent a second RING message";
+        }
+        int h = RdmaProtocol.HEADER_LENGTH;
+        long address = message.getLong(h);
+        int length = message.getInt(h + 8);
+        int rkey = message.getInt(h + 12);
+        if (length < 64 << 10 || length > 1 << 30) {
+            return "announced a WRITE ring of " + Integer.toUnsignedString(length) + " bytes (expected 64 KiB .. 1 GiB)";
+        }
+        RingWriter ring = new RingWriter(address, length, rkey);
+        if (sends == null) {
+            earlyPeerRing = ring; // peerReady takes it, or fails the connection if the ring was not negotiated
+        } else {
+            res.sends.peerRing(ring);
+            set(SEND_BLOCKED); // flushed bytes may go into the ring now
+        }
+        return null;
+    }
+
+    /**
+     * Protocol v2: a CREDIT message says the peer freed {@code released} bytes of this side's writes to its ring in all
+     * (mod 2^32); before this side knows a ring of the peer's, nothing was written, so only 0 is right.
+     */
+    private String onReleased(int released) {
+        if (sends != null && res.sends.hasPeerRing()) {
+            return res.sends.onReleased(released);
+        }
+        return released == 0 ? null : "released " + Integer.toUnsignedString(released)
+                + " ring bytes before it said where its ring is";
+    }
+
+    /**
+     * Protocol v2: a WRITE_WITH_IMM of the peer's placed bytes in this side's ring (or a PAD of its tail), which consumed
+     * {@code slot}'s receive without touching its buffer. Checked against the space the peer was given (docs/protocol.md)
+     * before anything acts on it; a message is queued in order with the SENDs' and its credit owed once it is read.
+     */
+    private void onRingNotification(int slot, int imm, int byteLen) {
+        ch.counters().completions++;
+        if (!is(SEND_OPEN)) {
+            openSendSide();
+        }
+        LocalRing ring = res.ring;
+        String violation = ring == null ? "wrote into a ring though the WRITE ring was not negotiated"
+                : ring.space.onNotification(imm, byteLen);
+        if (violation == null) {
+            violation = credits.onReceived(RingReceiveSpace.immCredits(imm));
+        }
+        if (violation != null) {
+            unsafe.fail(protocolViolation(violation));
+            return;
+        }
+        repostQuietly(slot); // its buffer holds nothing; the credit is owed as for any message
+        int at = ring.space.lastOffset();
+        if (at < 0) {
+            credits.oweControl(); // a PAD: nothing to read
+        } else {
+            countReceived(byteLen);
+            ch.counters().ringBytesReceived += byteLen;
+            handler.counters().ringBytesReceived += byteLen;
+            if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
+                ring.space.freeOldest();
+                credits.oweData(1);
+            } else if (ch.inputShutdown || is(FIN_RECEIVED)) {
+                ring.space.freeOldest();
+                credits.oweControl();
+            } else {
+                recv.enqueueRing(at, at + byteLen);
+            }
         }
         touch();
     }
@@ -409,6 +550,9 @@ final class RdmaConnection {
         if (is(FIN_PENDING)) {
             sendFin();
         }
+        if (writeRing && !is(RING_OFFERED)) {
+            offerRing();
+        }
         if (is(SEND_BLOCKED) && sends != null && sends.hasRoom() && credits.canSendData() && ch.isActive()) {
             unsafe.flush0(); // only when flushed bytes wait and can move: a flush walks the messages in flight
         }
@@ -421,9 +565,17 @@ final class RdmaConnection {
     /** A CREDIT message when the credit window says so (after its FIN the peer sends nothing: it needs none). */
     void maybeReturnCredits() {
         if (is(SEND_OPEN) && !is(DESTROYED | PEER_GONE | FAILED | FIN_RECEIVED | CREDITS_BROKEN)
-                && credits.shouldReturnCredits() && sends.hasRoom()) {
+                && (credits.shouldReturnCredits() || ringSpaceToAnnounce()) && sends.hasRoom()) {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
+    }
+
+    /**
+     * Protocol v2: a quarter of the ring was freed since the last header; a CREDIT message tells the writer. It spends a
+     * data credit, never the one kept for credit messages (which may only go to one that grants data credits).
+     */
+    private boolean ringSpaceToAnnounce() {
+        return writeRing && res.ring.space.shouldAnnounce() && credits.canSendData();
     }
 
     // ---- send side ----

@@ -22,6 +22,8 @@ public final class RdmaCounters {
     long creditStalls;
     long receiveCopies;
     long receiveCopiedBytes;
+    long ringBytesSent;
+    long ringBytesReceived;
     /** Receive buffers the pipeline holds, in bytes (the application releases them on any thread). */
     final AtomicLong lentBytes = new AtomicLong();
     long registeredBytes;
@@ -102,6 +104,18 @@ public final class RdmaCounters {
         return receiveCopiedBytes;
     }
 
+    /** Bytes this side placed in the peer's WRITE ring (protocol v2) rather than sending them. */
+    public long ringBytesSent() {
+        acquire();
+        return ringBytesSent;
+    }
+
+    /** Bytes the peer placed in this side's WRITE ring (protocol v2). */
+    public long ringBytesReceived() {
+        acquire();
+        return ringBytesReceived;
+    }
+
     /**
      * Bytes of receive buffers lent to the pipeline and not yet released: bounded by
      * {@link RdmaChannelOption#MAX_LENT_RECEIVE_BYTES} per channel and
@@ -150,6 +164,8 @@ public final class RdmaCounters {
         total.creditStalls += creditStalls;
         total.receiveCopies += receiveCopies;
         total.receiveCopiedBytes += receiveCopiedBytes;
+        total.ringBytesSent += ringBytesSent;
+        total.ringBytesReceived += ringBytesReceived;
         total.lentBytes.addAndGet(lentBytes.get());
         total.registeredBytes += registeredBytes;
         total.queuePairs += queuePairs;
@@ -162,7 +178,8 @@ public final class RdmaCounters {
                 + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
                 + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes
                 + ", zeroCopyBytes=" + zeroCopyBytes + ", creditStalls=" + creditStalls + ", receiveCopies=" + receiveCopies
-                + ", receiveCopiedBytes=" + receiveCopiedBytes + ", lentBytes=" + lentBytes + ", registeredBytes="
+                + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
+                + ", ringBytesReceived=" + ringBytesReceived + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';
     }
 }

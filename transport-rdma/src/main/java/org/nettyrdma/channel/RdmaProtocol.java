@@ -7,8 +7,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
- * Wire protocol v1 (docs/protocol.md): the handshake carried in RDMA CM private data, the reject reasons, and the
- * 4-byte header that starts every SEND.
+ * Wire protocol v1 (docs/protocol.md): the handshake carried in RDMA CM private data with protocol v2's capability
+ * flags, the reject reasons, and the 4-byte header that starts every SEND.
  */
 final class RdmaProtocol {
     static final int MAGIC = 0x4E52444D; // "NRDM"
@@ -16,6 +16,13 @@ final class RdmaProtocol {
 
     /** Handshake: magic u32, version u16, flags u16, receive buffer size u32, receive buffer count u32. */
     static final int HANDSHAKE_LENGTH = 16;
+    /**
+     * Handshake flag bit 0: this side can receive by an RDMA WRITE ring (protocol v2, docs/protocol.md). A path is used
+     * only when both sides set its bit; bits a side does not know are ignored.
+     */
+    static final int FLAG_WRITE_RING = 1;
+    /** Handshake flag bit 1: READ rendezvous (protocol v2's second path; not built: never set by this side). */
+    static final int FLAG_READ_RENDEZVOUS = 1 << 1;
 
     static final int REJECT_BAD_MAGIC = 1;
     static final int REJECT_VERSION = 2;
@@ -30,6 +37,15 @@ final class RdmaProtocol {
     static final int TYPE_DATA = 1;
     static final int TYPE_CREDIT = 2;
     static final int TYPE_FIN = 3;
+    /** Protocol v2: where this side's WRITE ring is (payload: address u64, length u32, rkey u32). */
+    static final int TYPE_RING = 4;
+    /**
+     * Protocol v2's CREDIT message, when the WRITE ring was negotiated: the header, then released u32 (the ring bytes
+     * the sender has freed in all, mod 2^32). Every other message keeps v1's format.
+     */
+    static final int RING_CREDIT_LENGTH = 8;
+    /** Protocol v2's RING message: the header, then address u64, length u32, rkey u32. */
+    static final int RING_MESSAGE_LENGTH = HEADER_LENGTH + 16;
     static final int MAX_CREDITS_PER_HEADER = 0xffff;
 
     /** Writes the header of a SEND at {@code at}: {@code type}, reserved 0, {@code credits} (0..0xffff). */
@@ -37,6 +53,11 @@ final class RdmaProtocol {
         buf.put(at, (byte) type);
         buf.put(at + 1, (byte) 0);
         buf.putShort(at + 2, (short) credits);
+    }
+
+    /** The released count of a v2 CREDIT message ({@link #RING_CREDIT_LENGTH} bytes). */
+    static int creditReleased(ByteBuf message) {
+        return message.getInt(HEADER_LENGTH);
     }
 
     /** The message type of the header that starts {@code message}. */
@@ -55,12 +76,30 @@ final class RdmaProtocol {
      * without.
      */
     static String checkHeader(ByteBuf message, int byteLen) {
+        return checkHeader(message, byteLen, false);
+    }
+
+    /**
+     * As {@link #checkHeader(ByteBuf, int)}; with {@code ring} (protocol v2's WRITE ring) a RING message and a CREDIT
+     * message with its released count are well-formed too.
+     */
+    static String checkHeader(ByteBuf message, int byteLen, boolean ring) {
         if (byteLen < HEADER_LENGTH) {
             return "sent a message of " + byteLen + " bytes, shorter than the " + HEADER_LENGTH + "-byte header";
         }
         int type = headerType(message);
+        if (ring && message.getByte(1) == 0) {
+            if (type == TYPE_RING) {
+                return byteLen == RING_MESSAGE_LENGTH ? null
+                        : "sent a RING message of " + byteLen + " bytes, not " + RING_MESSAGE_LENGTH;
+            }
+            if (type == TYPE_CREDIT && byteLen == RING_CREDIT_LENGTH) {
+                return null;
+            }
+        }
         if (type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_FIN) {
-            return "sent a message of unknown type " + type;
+            return "sent a message of unknown type " + type + (type == TYPE_RING ? " (a RING message, but the WRITE "
+                    + "ring was not negotiated)" : "");
         }
         if (message.getByte(1) != 0) {
             return "sent a header whose reserved byte is " + message.getUnsignedByte(1) + ", not 0";
@@ -77,7 +116,12 @@ final class RdmaProtocol {
     }
 
     static byte[] handshake(int receiveBufferSize, int receiveBufferCount) {
-        return ByteBuffer.allocate(HANDSHAKE_LENGTH).putInt(MAGIC).putShort((short) VERSION).putShort((short) 0)
+        return handshake(receiveBufferSize, receiveBufferCount, 0);
+    }
+
+    /** A handshake offering the paths of {@code flags} ({@link #FLAG_WRITE_RING}). */
+    static byte[] handshake(int receiveBufferSize, int receiveBufferCount, int flags) {
+        return ByteBuffer.allocate(HANDSHAKE_LENGTH).putInt(MAGIC).putShort((short) VERSION).putShort((short) flags)
                 .putInt(receiveBufferSize).putInt(receiveBufferCount).array();
     }
 
@@ -86,11 +130,19 @@ final class RdmaProtocol {
         final int version;
         final int receiveBufferSize;
         final int receiveBufferCount;
+        /** The capability bits the peer set, all of them (a side uses only those it knows). */
+        final int flags;
 
-        private Handshake(int version, int receiveBufferSize, int receiveBufferCount) {
+        private Handshake(int version, int flags, int receiveBufferSize, int receiveBufferCount) {
             this.version = version;
+            this.flags = flags;
             this.receiveBufferSize = receiveBufferSize;
             this.receiveBufferCount = receiveBufferCount;
+        }
+
+        /** Whether the peer can receive by a WRITE ring. */
+        boolean offersWriteRing() {
+            return (flags & FLAG_WRITE_RING) != 0;
         }
 
         /**
@@ -105,7 +157,7 @@ final class RdmaProtocol {
             ByteBuffer b = ByteBuffer.wrap(data, 0, length);
             int magic = b.getInt();
             int version = b.getShort() & 0xffff;
-            b.getShort();
+            int flags = b.getShort() & 0xffff;
             int size = b.getInt();
             int count = b.getInt();
             if (magic != MAGIC) {
@@ -122,7 +174,7 @@ final class RdmaProtocol {
                         "invalid receive parameters: " + Integer.toUnsignedString(count) + " buffers of "
                         + Integer.toUnsignedString(size) + " bytes");
             }
-            return new Handshake(version, size, count);
+            return new Handshake(version, flags, size, count);
         }
     }
 

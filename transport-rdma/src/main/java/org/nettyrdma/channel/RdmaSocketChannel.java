@@ -92,6 +92,16 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         return config;
     }
 
+    /** Whether both sides offered protocol v2's WRITE ring (event loop only; false before the handshake). */
+    boolean writeRingNegotiated() {
+        return conn != null && conn.writeRingNegotiated();
+    }
+
+    /** What the channel's device can do (event loop only; null before an address is resolved). */
+    org.nettyrdma.verbs.DeviceAttributes deviceAttributes() {
+        return id == null || id.device() == null ? null : id.device().attributes();
+    }
+
     /** This channel's traffic: bytes, messages, work requests, copies and credit stalls. */
     public RdmaCounters counters() {
         return counters;
@@ -573,7 +583,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         @Override
         public void onCompletion(CompletionArray wc, int index) {
             if (conn != null) {
-                conn.onCompletion(wc.wrId(index), wc.status(index), wc.byteLen(index));
+                conn.onCompletion(wc.wrId(index), wc.status(index), wc.byteLen(index), wc.opcode(index),
+                        wc.immData(index));
             }
         }
 

@@ -38,6 +38,8 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
     private volatile int zeroCopyThreshold = 1024;
     private volatile int closeTimeoutMillis = 10_000;
     private volatile int maxLentReceiveBytes = 4 << 20;
+    private volatile boolean writeRing = Boolean.getBoolean("org.nettyrdma.writeRing");
+    private volatile int ringSize = 1 << 20;
 
     RdmaSocketChannelConfig(RdmaSocketChannel channel) {
         super(channel);
@@ -49,7 +51,8 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
         return getOptions(super.getOptions(), SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, SO_KEEPALIVE, SO_REUSEADDR, SO_LINGER,
                 IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_BUFFER_SIZE,
                 RdmaChannelOption.RECEIVE_BUFFER_COUNT, RdmaChannelOption.ZERO_COPY_THRESHOLD,
-                RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, RdmaChannelOption.MAX_LENT_RECEIVE_BYTES);
+                RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, RdmaChannelOption.MAX_LENT_RECEIVE_BYTES,
+                RdmaChannelOption.WRITE_RING, RdmaChannelOption.RING_SIZE);
     }
 
     @SuppressWarnings("unchecked")
@@ -94,6 +97,12 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
         if (option == RdmaChannelOption.MAX_LENT_RECEIVE_BYTES) {
             return (T) Integer.valueOf(getMaxLentReceiveBytes());
         }
+        if (option == RdmaChannelOption.WRITE_RING) {
+            return (T) Boolean.valueOf(isWriteRing());
+        }
+        if (option == RdmaChannelOption.RING_SIZE) {
+            return (T) Integer.valueOf(getRingSize());
+        }
         return super.getOption(option);
     }
 
@@ -126,6 +135,10 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
             setCloseTimeoutMillis((Integer) value);
         } else if (option == RdmaChannelOption.MAX_LENT_RECEIVE_BYTES) {
             setMaxLentReceiveBytes((Integer) value);
+        } else if (option == RdmaChannelOption.WRITE_RING) {
+            setWriteRing((Boolean) value);
+        } else if (option == RdmaChannelOption.RING_SIZE) {
+            setRingSize((Integer) value);
         } else {
             return super.setOption(option, value);
         }
@@ -191,6 +204,29 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
             throw new IllegalArgumentException("MAX_LENT_RECEIVE_BYTES: " + bytes + " (expected >= 0)");
         }
         maxLentReceiveBytes = bytes;
+        return this;
+    }
+
+    /** Whether this side offers protocol v2's WRITE ring in its handshake. */
+    public boolean isWriteRing() {
+        return writeRing;
+    }
+
+    public RdmaSocketChannelConfig setWriteRing(boolean writeRing) {
+        this.writeRing = writeRing;
+        return this;
+    }
+
+    /** Bytes of the ring this side exposes to its peer for RDMA WRITEs, when the WRITE ring is used. */
+    public int getRingSize() {
+        return ringSize;
+    }
+
+    public RdmaSocketChannelConfig setRingSize(int bytes) {
+        if (bytes < 64 << 10 || bytes > 1 << 30) {
+            throw new IllegalArgumentException("RING_SIZE: " + bytes + " (expected 64 KiB .. 1 GiB)");
+        }
+        ringSize = bytes;
         return this;
     }
 

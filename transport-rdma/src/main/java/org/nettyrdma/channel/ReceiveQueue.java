@@ -27,6 +27,8 @@ import org.nettyrdma.verbs.WorkRequestList;
 final class ReceiveQueue implements RdmaByteBuf.LendHook {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(ReceiveQueue.class);
     private static final int FIN = -1;
+    /** A pending entry in the WRITE ring (protocol v2): offset and end are ring offsets. */
+    private static final int RING = -2;
     /** Released lent buffers kept to be posted again (released on the loop: no pool round trip). */
     static final int MAX_SPARES = 8;
 
@@ -67,6 +69,8 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
     /** DATA receives posted again since {@link #takeReposted()}: credits the peer is owed. */
     private int reposted;
     private boolean closed;
+    /** Protocol v2: this side's WRITE ring, whose messages wait here in order with the SENDs' ones; or null. */
+    private LocalRing ring;
 
     /**
      * Takes a buffer of {@code size} bytes for each of {@code count} slots of {@code qp} (work request ids
@@ -135,6 +139,16 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         pendCount++;
     }
 
+    /** Protocol v2: the connection's WRITE ring, whose messages are queued with {@link #enqueueRing}. */
+    void attachRing(LocalRing ring) {
+        this.ring = ring;
+    }
+
+    /** Queues a message the peer wrote into the ring, ring bytes {@code [offset, end)}, in order with the SENDs'. */
+    void enqueueRing(int offset, int end) {
+        enqueue(RING, offset, end);
+    }
+
     /** Queues the peer's FIN behind the data before it. */
     void enqueueFin() {
         enqueue(FIN, 0, 0);
@@ -172,6 +186,9 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         int offset = pendOffset[pendHead];
         int end = pendEnd[pendHead];
         int remaining = end - offset;
+        if (slot == RING) {
+            return copyFromRing(allocHandle, copyTo, offset, remaining);
+        }
         if (allocHandle.guess() >= remaining) {
             ByteBuf lent = lend(slot, offset, end);
             if (lent != null) {
@@ -200,6 +217,34 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
                 throw e;
             }
             reposted++;
+        } else {
+            pendOffset[pendHead] = offset + n;
+        }
+        allocHandle.lastBytesRead(n);
+        allocHandle.incMessagesRead(1);
+        return buf;
+    }
+
+    /**
+     * Protocol v2: copies the ring message at the head (from ring offset {@code offset}, {@code remaining} bytes) into a
+     * buffer of {@code copyTo}; once all of it is copied its ring space is freed (in ring order: messages are read in
+     * order) and its credit owed. The ring is not lent to the pipeline: a peer that writes outside the space it was
+     * given could otherwise change bytes the application holds.
+     */
+    private ByteBuf copyFromRing(RecvByteBufAllocator.Handle allocHandle, ByteBufAllocator copyTo, int offset,
+                                 int remaining) {
+        ByteBuf buf = allocHandle.allocate(copyTo);
+        int n = Math.min(buf.writableBytes(), remaining);
+        allocHandle.attemptedBytesRead(buf.writableBytes());
+        ring.copyTo(buf, offset, n);
+        limits.channel.receiveCopies++;
+        limits.channel.receiveCopiedBytes += n;
+        limits.loop.receiveCopies++;
+        limits.loop.receiveCopiedBytes += n;
+        if (n == remaining) {
+            dequeue();
+            ring.space.freeOldest();
+            reposted++; // its receive was posted again when the notification came: the credit is owed now
         } else {
             pendOffset[pendHead] = offset + n;
         }
@@ -271,7 +316,10 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         while (pendCount > 0) {
             int slot = pendSlot[pendHead];
             dequeue();
-            if (slot != FIN) {
+            if (slot == RING) {
+                ring.space.freeOldest();
+                reposted++;
+            } else if (slot != FIN) {
                 repost(slot);
                 reposted++;
             }

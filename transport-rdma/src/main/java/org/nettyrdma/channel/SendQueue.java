@@ -23,8 +23,9 @@ import java.nio.channels.WritableByteChannel;
  * the header and the bytes of small or unregistered buffers (copied); registered buffers of at least the zero-copy
  * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. The last
  * SEND of a chain is signalled, and one in {@link #SIGNAL_EVERY}; a completion settles the payload bytes of its SEND
- * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}. Allocates
- * nothing per message. Event loop only.
+ * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}. With protocol
+ * v2's WRITE ring (docs/protocol.md), registered pieces of at least a SEND's size go into the peer's ring by
+ * WRITE_WITH_IMM instead, in the same walk and so in stream order. Allocates nothing per message. Event loop only.
  */
 final class SendQueue implements DataPath {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
@@ -49,6 +50,10 @@ final class SendQueue implements DataPath {
     private final int maxInline;
     /** Bytes of a SEND at most, header included: the smaller receive buffer of both sides. */
     private final int messageSize;
+    /** This side's WRITE ring, whose released count v2's CREDIT messages carry; null in protocol v1. */
+    private final LocalRing localRing;
+    /** The peer's WRITE ring, once its RING message arrived; null until then and in protocol v1. */
+    private RingWriter peerRing;
     private final RegisteredRegion staging;
     private final MemoryRegion stagingMr;
     private final ByteBuffer stagingView;
@@ -81,7 +86,7 @@ final class SendQueue implements DataPath {
      */
     SendQueue(QueuePair qp, ProtectionDomain pd, CreditWindow credits, FlushedMessages flushed,
               RdmaSocketChannelConfig config, RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase,
-              int depth, int maxSge, int maxInline, int messageSize) throws VerbsException {
+              int depth, int maxSge, int maxInline, int messageSize, LocalRing localRing) throws VerbsException {
         this.qp = qp;
         this.pd = pd;
         this.credits = credits;
@@ -94,6 +99,7 @@ final class SendQueue implements DataPath {
         this.maxSge = maxSge;
         this.maxInline = maxInline;
         this.messageSize = messageSize;
+        this.localRing = localRing;
         long stagingBytes = (long) messageSize * depth;
         if (stagingBytes > Integer.MAX_VALUE) {
             throw new IllegalArgumentException("send staging of " + stagingBytes + " bytes (RECEIVE_BUFFER_SIZE "
@@ -184,12 +190,64 @@ final class SendQueue implements DataPath {
         int slot = next;
         int base = slot * messageSize;
         RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
+        int length = RdmaProtocol.HEADER_LENGTH;
+        if (type == RdmaProtocol.TYPE_CREDIT && localRing != null) {
+            stagingView.putInt(base + length, localRing.space.takeReleased());
+            length = RdmaProtocol.RING_CREDIT_LENGTH;
+        }
         wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.INLINE)
-                .addSge(0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH, stagingMr.lkey());
+                .addSge(0, stagingMr.address() + base, length, stagingMr.lkey());
         post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         occupy();
+    }
+
+    /**
+     * Protocol v2: exposes this side's ring to the peer, a BIND_MW of its window on this QP chained in front of the RING
+     * message that says where it is (a send queue executes in order: the window is bound before the peer learns its
+     * key). The caller checked for two places in the queue and a data credit.
+     */
+    void sendRing() throws IOException {
+        int bindSlot = next;
+        localRing.bind(wrs, 0, wrIdBase | bindSlot, 0);
+        slotBytes[bindSlot] = 0;
+        slotControl[bindSlot] = true;
+        inUse++; // a bind takes a place in the send queue, not a receive of the peer's
+        next = next + 1 == depth ? 0 : next + 1;
+        int slot = next;
+        int base = slot * messageSize;
+        RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_RING, credits.takeOwed());
+        localRing.putRingMessage(stagingView, base + RdmaProtocol.HEADER_LENGTH);
+        int length = RdmaProtocol.RING_MESSAGE_LENGTH;
+        wrs.setSend(1, wrIdBase | slot, WrOpcode.SEND, length <= maxInline ? SendFlags.INLINE : 0)
+                .addSge(1, stagingMr.address() + base, length, stagingMr.lkey());
+        slotBytes[slot] = 0;
+        slotControl[slot] = true;
+        occupy();
+        post(2);
+    }
+
+    /** Protocol v2: the peer's RING message arrived; from now on registered buffers go into its ring. */
+    void peerRing(RingWriter ring) {
+        peerRing = ring;
+    }
+
+    boolean hasPeerRing() {
+        return peerRing != null;
+    }
+
+    /**
+     * Protocol v2: a CREDIT message from the peer says it has freed {@code released} ring bytes in all (mod 2^32).
+     * Returns what is wrong (backwards, beyond what was written), else null.
+     */
+    String onReleased(int released) {
+        return peerRing.onReleased(released);
+    }
+
+    /** Whether {@code n} work requests can be posted now. */
+    boolean hasRoom(int n) {
+        return inUse + n <= depth;
     }
 
     private void post(int count) throws IOException {
@@ -305,7 +363,26 @@ final class SendQueue implements DataPath {
             index += (int) skip;
             readable -= (int) skip;
             skip = 0;
+            // protocol v2: registered buffers go straight into the peer's ring, as far as it has room
+            RdmaByteBuf ringable = peerRing != null && buf.writerIndex() >= config.getZeroCopyThreshold()
+                    ? RdmaByteBuf.unwrap(buf) : null;
+            MemoryRegion ringMr = ringable != null ? memoryRegion(ringable) : null;
             while (readable > 0) {
+                // at least a SEND's worth: shorter registered pieces gather better as SGEs of SENDs (one credit for
+                // several), as the 4 KiB stream measured (docs/performance.md)
+                if (ringMr != null && readable >= messageSize) {
+                    int n = ringWrite(ringMr.address() + ringable.regionOffset() + index, ringMr.lkey(),
+                            Math.min(readable, peerRing.maxMessage()));
+                    if (n < 0) {
+                        return false;
+                    }
+                    if (n > 0) {
+                        index += n;
+                        readable -= n;
+                        continue;
+                    }
+                    // no room in the ring now: this part goes as SENDs, in order behind the ring's writes
+                }
                 if (!building && !begin()) {
                     return false;
                 }
@@ -454,6 +531,62 @@ final class SendQueue implements DataPath {
             counters.bytesSent += payload;
             loopCounters.messagesSent++;
             loopCounters.bytesSent += payload;
+        }
+
+        /**
+         * Protocol v2: places {@code n} bytes at {@code address} (registered, {@code lkey}) in the peer's ring by one
+         * WRITE_WITH_IMM (immediate: the length and the credits owed, as a header would), after a PAD of the ring's tail if the message does not fit before the
+         * end; the SEND being built goes first, so that bytes stay in order. Each takes a credit (its notification
+         * consumes a receive of the peer's). Returns {@code n}, 0 if the ring has no room for it now (the caller sends
+         * it), or -1 if it must stop (no credit, no place in the queue or the chain).
+         */
+        private int ringWrite(long address, int lkey, int n) {
+            int needed = peerRing.needsPad(n) ? 2 : 1;
+            if (!peerRing.fits(n) || needed == 2 && !credits.canSpend(2) && credits.canSendData()) {
+                // no room in the ring; or a PAD would take the credit its message needs, and a PAD's credit comes
+                // back only with the next data credit: a reader with nothing more to read would never return it
+                return 0;
+            }
+            if (building) {
+                end();
+            }
+            if (count + needed > wrs.capacity()) {
+                listFull = true;
+                return -1;
+            }
+            if (!credits.canSpend(needed) || inUse + needed > depth) {
+                creditStall = !credits.canSpend(needed);
+                outOfRoom = true;
+                return -1;
+            }
+            if (needed == 2) {
+                int tail = peerRing.tail();
+                ringRequest(peerRing.placePad(), RingReceiveSpace.IMM_PAD | tail, 0);
+            }
+            int imm = RingReceiveSpace.messageImm(n, credits.takeOwed(RingReceiveSpace.IMM_MAX_CREDITS));
+            wrs.addSge(ringRequest(peerRing.place(n), imm, n), address, n, lkey);
+            counters.zeroCopyBytes += n;
+            counters.ringBytesSent += n;
+            loopCounters.ringBytesSent += n;
+            counters.messagesSent++;
+            counters.bytesSent += n;
+            loopCounters.messagesSent++;
+            loopCounters.bytesSent += n;
+            return n;
+        }
+
+        /** A WRITE_WITH_IMM to {@code remote} in the peer's ring with {@code imm}, settling {@code bytes}; its index. */
+        private int ringRequest(long remote, int imm, int bytes) {
+            int s = next;
+            int i = count;
+            wrs.setSend(i, wrIdBase | s, WrOpcode.RDMA_WRITE_WITH_IMM, 0).remote(i, remote, peerRing.rkey())
+                    .immData(i, imm);
+            slotBytes[s] = bytes;
+            slotControl[s] = false;
+            unsettledBytes += bytes;
+            occupy();
+            count++;
+            return i;
         }
 
         /** Ends the SEND being built; one with no payload yet (its first bytes failed) is dropped, not posted. */

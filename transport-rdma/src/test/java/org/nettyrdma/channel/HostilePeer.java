@@ -104,6 +104,54 @@ final class HostilePeer implements AutoCloseable {
         post(WrOpcode.SEND, RdmaProtocol.HEADER_LENGTH + payload, 0, 0);
     }
 
+    /** Protocol v2: a CREDIT message granting {@code credits} with its released count {@code released}. */
+    void sendRingCredit(int credits, int released) throws Exception {
+        RdmaProtocol.putHeader(sendMr.buffer(), 0, RdmaProtocol.TYPE_CREDIT, credits);
+        sendMr.buffer().putInt(RdmaProtocol.HEADER_LENGTH, released);
+        post(WrOpcode.SEND, RdmaProtocol.RING_CREDIT_LENGTH, 0, 0);
+    }
+
+    /**
+     * Protocol v2: waits for the server's RING message (posting the receives of what comes before it again) and returns
+     * {address, length, rkey}.
+     */
+    long[] awaitRing() throws Exception {
+        while (true) {
+            long[] wc = take(true, 10_000);
+            assertEquals(WcStatus.SUCCESS, (int) wc[1], () -> "a receive before the RING message: " + this);
+            int slot = (int) wc[0];
+            ByteBuffer r = recvMr.buffer();
+            int at = slot * RECEIVE_SIZE;
+            int type = r.get(at) & 0xff;
+            postRecv(slot);
+            if (type == RdmaProtocol.TYPE_RING) {
+                int h = RdmaProtocol.HEADER_LENGTH;
+                return new long[] {r.getLong(at + h), r.getInt(at + h + 8), r.getInt(at + h + 12)};
+            }
+        }
+    }
+
+    /**
+     * An RDMA WRITE_WITH_IMM of {@code length} bytes of 0xEE to {@code address} under {@code rkey}, with immediate data
+     * {@code imm}: the status of its completion.
+     */
+    int writeWithImm(int rkey, long address, int length, int imm) throws Exception {
+        ByteBuffer b = sendMr.buffer();
+        for (int i = 0; i < length; i++) {
+            b.put(i, (byte) 0xEE);
+        }
+        drainSends();
+        wrs.setSend(0, SEND_WR_ID, WrOpcode.RDMA_WRITE_WITH_IMM, SendFlags.SIGNALED).remote(0, address, rkey)
+                .immData(0, imm);
+        if (length > 0) {
+            wrs.addSge(0, sendMr.address(), length, sendMr.lkey());
+        }
+        int rc = qp.postSend(wrs, 0, 1);
+        history.add("post WRITE_WITH_IMM of " + length + " bytes, imm " + imm + ": " + rc);
+        assertEquals(0, rc, () -> "ibv_post_send: " + this);
+        return (int) take(false, 10_000)[1];
+    }
+
     /** A SEND of the first {@code length} bytes of {@code bytes}. */
     void sendBytes(byte[] bytes, int length) throws Exception {
         sendMr.buffer().put(bytes, 0, length);

@@ -109,6 +109,18 @@ class RdmaHandshakeTest {
         assertEquals("ESTABLISHED", connectRaw(longer, null));
     }
 
+    /** Protocol v2's flag bits are read from the handshake; a v1 handshake (flags 0) offers no ring. */
+    @Test
+    void writeRingFlagIsParsed() throws Exception {
+        byte[] v2 = RdmaProtocol.handshake(16384, 16, RdmaProtocol.FLAG_WRITE_RING);
+        assertTrue(RdmaProtocol.Handshake.parse(v2, v2.length).offersWriteRing());
+        byte[] v1 = RdmaProtocol.handshake(16384, 16);
+        assertEquals(false, RdmaProtocol.Handshake.parse(v1, v1.length).offersWriteRing());
+        byte[] other = RdmaProtocol.handshake(16384, 16, 0xfffe); // every bit but the ring's
+        assertEquals(false, RdmaProtocol.Handshake.parse(other, other.length).offersWriteRing());
+        assertEquals("ESTABLISHED", connectRaw(v2, null));
+    }
+
     /**
      * A peer that never sends the greeting (docs/protocol.md): the accepted channel holds what it writes in
      * channelActive until it gives up waiting ({@code GREETING_WAIT_MILLIS}), then sends it.

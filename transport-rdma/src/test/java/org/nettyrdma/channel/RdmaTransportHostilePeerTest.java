@@ -312,6 +312,140 @@ class RdmaTransportHostilePeerTest {
         assertCleanEnd(what, violation);
     }
 
+    // ---- protocol v2's WRITE ring -------------------------------------------------------------------------------
+
+    /** A notification claiming more bytes than its WRITE placed (bytes of the ring the peer never wrote). */
+    @Test
+    void ringNotificationClaimingUnwrittenBytesFailsTheConnection() throws Exception {
+        misbehaveOnRing("a notification of 1000 bytes for a WRITE of 100", "(?i).*1000 bytes for a WRITE of 100.*",
+                true, 0, (peer, ring) -> peer.writeWithImm((int) ring[2], ring[0], 100, 1000));
+    }
+
+    /** A PAD that is not the ring's tail, after a valid message that was delivered: nothing after it is. */
+    @Test
+    void ringPadThatIsNotTheTailFailsTheConnection() throws Exception {
+        misbehaveOnRing("a PAD of 5 bytes at ring offset 100", "(?i).*PAD of 5 bytes.*", true, 100, (peer, ring) -> {
+            assertEquals(WcStatus.SUCCESS, peer.writeWithImm((int) ring[2], ring[0], 100, 100), "a valid ring write");
+            awaitDelivered(100);
+            peer.writeWithImm((int) ring[2], ring[0] + 100, 0, RingReceiveSpace.IMM_PAD | 5);
+        });
+    }
+
+    /**
+     * More bytes than the ring space it was given: a reader that reads nothing frees nothing, so after a message and a
+     * PAD that fill the 64 KiB ring, a write at offset 0 (which the window lets through) is beyond its space.
+     */
+    @Test
+    void ringWriteBeyondTheSpaceGivenFailsTheConnection() throws Exception {
+        misbehaveOnRing("a ring write beyond the space given", "(?i).*only 0 bytes of space given.*", false, 0,
+                (peer, ring) -> {
+                    int rkey = (int) ring[2];
+                    int first = 60_000;
+                    assertEquals(WcStatus.SUCCESS, peer.writeWithImm(rkey, ring[0], first, first));
+                    int tail = (int) ring[1] - first;
+                    assertEquals(WcStatus.SUCCESS, peer.writeWithImm(rkey, ring[0] + first, 0,
+                            RingReceiveSpace.IMM_PAD | tail));
+                    peer.writeWithImm(rkey, ring[0], 100, 100);
+                });
+    }
+
+    /** A released count in a header before the peer was told where a ring is: it released what was never written. */
+    @Test
+    void ringReleasedCountWithoutRingFailsTheConnection() throws Exception {
+        misbehaveOnRing("a header releasing 5 ring bytes", "(?i).*released 5 ring bytes.*", true, 0,
+                (peer, ring) -> peer.sendRingCredit(0, 5));
+    }
+
+    /** A WRITE_WITH_IMM from a peer that did not offer the ring: refused by the device (no window) or by the server. */
+    @Test
+    void ringWriteWithoutNegotiationFailsTheConnection() throws Exception {
+        misbehaveOnRing("a ring write without the ring negotiated", null, true, 0, null);
+    }
+
+    private interface RingMisbehaviour {
+        /** {@code ring}: the server's RING message, {address, length, rkey}; null if the ring was not negotiated. */
+        void run(HostilePeer peer, long[] ring) throws Exception;
+    }
+
+    private final java.util.concurrent.atomic.AtomicLong ringDelivered = new java.util.concurrent.atomic.AtomicLong();
+
+    private void awaitDelivered(long bytes) throws Exception {
+        RdmaTestSupport.awaitCondition(bytes + " bytes delivered", () -> ringDelivered.get() == bytes, 10_000,
+                () -> ringDelivered.get() + " delivered");
+    }
+
+    /**
+     * On a server that offers the WRITE ring (64 KiB; {@code autoRead} as given), a peer that offers it too (or, with
+     * {@code misbehaviour} null, one that does not, and then writes with immediate data anyway) misbehaves: the child
+     * fails with a violation matching {@code violation} (if non-null), exactly {@code delivered} bytes (all 0xEE)
+     * reached its pipeline, and the server is back to its baseline.
+     */
+    private void misbehaveOnRing(String what, String violation, boolean autoRead, long delivered,
+                                 RingMisbehaviour misbehaviour) throws Exception {
+        List<Channel> ringChildren = new CopyOnWriteArrayList<>();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        ringDelivered.set(0);
+        List<String> wrongBytes = new CopyOnWriteArrayList<>();
+        Channel ringServer = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.WRITE_RING, true)
+                .childOption(RdmaChannelOption.RING_SIZE, 64 << 10)
+                .childOption(ChannelOption.AUTO_READ, autoRead)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ringChildren.add(ch);
+                        ch.pipeline().addLast(new io.netty.channel.ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(io.netty.channel.ChannelHandlerContext ctx, Object msg) {
+                                io.netty.buffer.ByteBuf b = (io.netty.buffer.ByteBuf) msg;
+                                for (int i = b.readerIndex(); i < b.writerIndex(); i++) {
+                                    if (b.getByte(i) != (byte) 0xEE) {
+                                        wrongBytes.add("byte " + i + " is " + b.getByte(i));
+                                        break;
+                                    }
+                                }
+                                ringDelivered.addAndGet(b.readableBytes());
+                                b.release();
+                            }
+                        }, errors);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try (HostilePeer peer = new HostilePeer()) {
+            boolean offers = misbehaviour != null;
+            assertEquals(CmEventType.ESTABLISHED, peer.connect((java.net.InetSocketAddress) ringServer.localAddress(),
+                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16, offers ? RdmaProtocol.FLAG_WRITE_RING : 0)),
+                    what + ": " + peer);
+            org.nettyrdma.verbs.DeviceAttributes a = peer.id.device().attributes();
+            org.junit.jupiter.api.Assumptions.assumeTrue(a.supportsMemoryWindows() && a.supportsImmediateData(),
+                    "the device has no memory windows or no immediate data (iWARP, siw): no WRITE ring, protocol v1");
+            if (offers) {
+                peer.sendRingCredit(0, 0); // the greeting
+                misbehaviour.run(peer, peer.awaitRing());
+            } else {
+                peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0);
+                peer.writeWithImm(0, 0, 0, 100);
+            }
+            assertNotNull(peer.awaitTornDown(10_000), what + ": the connection is still up 10 s later; " + peer
+                    + "; server child errors " + errors.exceptions);
+        } finally {
+            for (Channel child : ringChildren) {
+                RdmaTestSupport.await(child.closeFuture(), 10_000, what + ": server child closed",
+                        () -> "errors " + errors.exceptions);
+            }
+            ringServer.close().sync();
+        }
+        assertEquals(1, ringChildren.size(), what + ": accepted channels");
+        if (violation != null) {
+            Throwable t = errors.exceptions.peek();
+            assertTrue(t instanceof RdmaProtocolViolationException && String.valueOf(t.getMessage()).matches(violation),
+                    () -> what + ": the child should fail with a protocol violation matching " + violation + ", got "
+                            + errors.exceptions);
+        }
+        assertEquals(delivered, ringDelivered.get(), what + ": bytes delivered");
+        assertTrue(wrongBytes.isEmpty(), () -> what + ": " + wrongBytes);
+        assertCleanEnd(what, null);
+    }
+
     // ---- memory it was never given ------------------------------------------------------------------------------
 
     /**
