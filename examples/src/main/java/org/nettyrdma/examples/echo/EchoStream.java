@@ -10,18 +10,21 @@ import io.netty.util.concurrent.Promise;
 import org.nettyrdma.examples.Transport;
 
 import java.net.InetSocketAddress;
-import java.util.Arrays;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32C;
 
 /**
  * A long echo stream with checksums, for links that lose, reorder or break: the client streams a known pattern to the
  * server for a byte count or a time, the server echoes it, the client checks every byte (and CRC32C of both
  * directions) and reports the throughput, or, when the connection fails, how long after the last byte it received
- * the failure was seen. Used by vm/two-host across two guests: {@code EchoStream server HOST PORT [--once]},
- * {@code EchoStream client HOST PORT (--bytes N | --seconds S) [--limit S]}.
+ * the failure was seen; a line "RESULT PASS|FAILED|HUNG|CLOSED ..." per connection. It also runs the echo example's
+ * server and client (EchoServer, EchoClient) in the same JVM: vm/two-host uses it across two guests, where a JVM
+ * takes half a minute to start. See {@code main}'s usage.
  * Exit code: 0 intact, 3 the connection failed (reported with its cause), 4 nothing happened within --limit seconds
  * of the last byte (a hang), 2 usage.
  */
@@ -42,36 +45,76 @@ public final class EchoStream {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length < 3 || !("server".equals(args[0]) || "client".equals(args[0]))) {
-            System.err.println("usage: EchoStream server HOST PORT [--once] [--limit S] [--emulated]\n"
-                    + "       EchoStream client HOST PORT (--bytes N | --seconds S) [--limit S] [--emulated]");
+        String usage = "usage: EchoStream server [--stream ADDR:PORT,...] [--echo ADDR:PORT,...] [--once] [--limit S]\n"
+                + "       EchoStream client [--stream ADDR:PORT,...] [--echo ADDR:PORT,...] (--bytes N | --seconds S)"
+                + " [--parallel] [--limit S]\n"
+                + "  --stream: EchoStream servers or connections; --echo: the echo example's EchoServer or EchoClient,"
+                + " in this JVM; add --emulated for the in-process provider";
+        if (args.length < 1 || !("server".equals(args[0]) || "client".equals(args[0]))) {
+            System.err.println(usage);
             System.exit(2);
         }
-        InetSocketAddress address = new InetSocketAddress(args[1], Integer.parseInt(args[2]));
+        List<InetSocketAddress> streams = new ArrayList<>();
+        List<InetSocketAddress> echoes = new ArrayList<>();
         long bytes = Long.MAX_VALUE;
         double seconds = Double.MAX_VALUE;
         double limitSeconds = 120;
-        for (int i = 3; i < args.length; i++) {
+        boolean once = false;
+        boolean parallel = false;
+        boolean emulated = false;
+        for (int i = 1; i < args.length; i++) {
             switch (args[i]) {
-                case "--bytes": bytes = Long.parseLong(args[++i]); break;
-                case "--seconds": seconds = Double.parseDouble(args[++i]); break;
-                case "--limit": limitSeconds = Double.parseDouble(args[++i]); break;
-                case "--once": case "--emulated": break;
+                case "--stream":
+                    streams.addAll(addresses(args[++i]));
+                    break;
+                case "--echo":
+                    echoes.addAll(addresses(args[++i]));
+                    break;
+                case "--bytes":
+                    bytes = Long.parseLong(args[++i]);
+                    break;
+                case "--seconds":
+                    seconds = Double.parseDouble(args[++i]);
+                    break;
+                case "--limit":
+                    limitSeconds = Double.parseDouble(args[++i]);
+                    break;
+                case "--once":
+                    once = true;
+                    break;
+                case "--parallel":
+                    parallel = true;
+                    break;
+                case "--emulated":
+                    emulated = true;
+                    break;
                 default:
-                    System.err.println("EchoStream: unknown argument " + args[i]);
+                    System.err.println("EchoStream: unknown argument " + args[i] + "\n" + usage);
                     System.exit(2);
             }
         }
-        Transport transport = Transport.rdma(Arrays.asList(args).contains("--emulated"));
+        Transport transport = Transport.rdma(emulated);
         EventLoopGroup group = transport.newGroup(1);
-        int rc;
+        int rc = OK;
         try {
             long limitNs = (long) (limitSeconds * 1e9);
             if ("server".equals(args[0])) {
-                rc = serve(transport, group, address, Arrays.asList(args).contains("--once"), limitNs);
+                for (InetSocketAddress address : echoes) {
+                    say("server: echo example on " + EchoServer.start(transport, group, address).localAddress());
+                }
+                rc = serve(transport, group, streams, once, limitNs);
             } else {
-                rc = stream(transport, group, address, bytes, (long) Math.min(seconds * 1e9, Long.MAX_VALUE),
-                        limitNs);
+                for (InetSocketAddress address : echoes) {
+                    try {
+                        EchoClient.run(transport, group, address);
+                        say("RESULT PASS echo example " + address + ": every byte matches");
+                    } catch (Exception e) {
+                        say("RESULT FAIL echo example " + address + ": " + e);
+                        rc = Math.max(rc, FAILED);
+                    }
+                }
+                long durationNs = (long) Math.min(seconds * 1e9, Long.MAX_VALUE);
+                rc = Math.max(rc, streams(transport, group, streams, bytes, durationNs, limitNs, parallel));
             }
         } finally {
             group.shutdownGracefully(0, 2, TimeUnit.SECONDS);
@@ -79,31 +122,83 @@ public final class EchoStream {
         System.exit(rc);
     }
 
-    /**
-     * Serves echo connections at {@code address}; with {@code once}, returns when the first one has ended:
-     * {@link #OK} closed by the peer, {@link #FAILED} failed, {@link #HUNG} nothing for {@code limitNs} after its
-     * last byte. Without {@code once}, serves until the process is stopped.
-     */
-    static int serve(Transport transport, EventLoopGroup group, InetSocketAddress address, boolean once,
-                     long limitNs) throws InterruptedException {
-        Promise<Integer> first = group.next().newPromise();
-        Channel server = transport.serverBootstrap(group)
-                .childHandler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        ch.pipeline().addLast(new ServerHandler(first));
-                    }
-                })
-                .bind(address).sync().channel();
-        say("server: listening on " + server.localAddress() + " over " + transport);
-        try {
-            if (!once) {
-                server.closeFuture().sync();
-                return OK;
+    /** "10.0.0.1:7,fd00::1:7": the port after the last colon. */
+    private static List<InetSocketAddress> addresses(String list) {
+        List<InetSocketAddress> result = new ArrayList<>();
+        for (String a : list.split(",")) {
+            int colon = a.lastIndexOf(':');
+            result.add(new InetSocketAddress(a.substring(0, colon), Integer.parseInt(a.substring(colon + 1))));
+        }
+        return result;
+    }
+
+    /** Streams to each address, one after the other or all at once; the worst verdict. */
+    private static int streams(Transport transport, EventLoopGroup group, List<InetSocketAddress> addresses,
+                               long bytes, long durationNs, long limitNs, boolean parallel) throws Exception {
+        int[] verdicts = new int[addresses.size()];
+        Thread[] threads = new Thread[addresses.size()];
+        for (int i = 0; i < threads.length; i++) {
+            int index = i;
+            threads[i] = new Thread(() -> {
+                try {
+                    verdicts[index] = stream(transport, group, addresses.get(index), bytes, durationNs, limitNs);
+                } catch (InterruptedException e) {
+                    verdicts[index] = FAILED;
+                }
+            }, "stream-" + addresses.get(i));
+            threads[i].start();
+            if (!parallel) {
+                threads[i].join();
             }
-            return waitFor(first, () -> ServerHandler.lastActivityNs, limitNs, "server");
+        }
+        int rc = OK;
+        for (int i = 0; i < threads.length; i++) {
+            threads[i].join();
+            rc = Math.max(rc, verdicts[i]);
+        }
+        return rc;
+    }
+
+    /**
+     * Serves echo connections at each of {@code addresses}; with {@code once}, returns when the first connection of
+     * each has ended, with the worst verdict: {@link #OK} closed by the peer, {@link #FAILED} failed, {@link #HUNG}
+     * nothing for {@code limitNs} after its last byte. Without {@code once}, serves until the process is stopped.
+     */
+    static int serve(Transport transport, EventLoopGroup group, List<InetSocketAddress> addresses, boolean once,
+                     long limitNs) throws InterruptedException {
+        List<Channel> servers = new ArrayList<>();
+        List<Promise<Integer>> firsts = new ArrayList<>();
+        List<AtomicLong> lastActivity = new ArrayList<>();
+        try {
+            for (InetSocketAddress address : addresses) {
+                Promise<Integer> first = group.next().newPromise();
+                AtomicLong last = new AtomicLong();
+                servers.add(transport.serverBootstrap(group)
+                        .childHandler(new ChannelInitializer<Channel>() {
+                            @Override
+                            protected void initChannel(Channel ch) {
+                                ch.pipeline().addLast(new ServerHandler(first, last));
+                            }
+                        })
+                        .bind(address).sync().channel());
+                firsts.add(first);
+                lastActivity.add(last);
+                say("server: listening on " + address + " over " + transport);
+            }
+            if (!once) {
+                Thread.sleep(Long.MAX_VALUE);
+            }
+            int rc = OK;
+            for (int i = 0; i < addresses.size(); i++) {
+                int verdict = waitFor(firsts.get(i), lastActivity.get(i)::get, limitNs,
+                        "server " + addresses.get(i));
+                rc = Math.max(rc, verdict);
+            }
+            return rc;
         } finally {
-            server.close().sync();
+            for (Channel server : servers) {
+                server.close().sync();
+            }
         }
     }
 
@@ -120,12 +215,12 @@ public final class EchoStream {
         try {
             channel = transport.bootstrap(group).handler(handler).connect(address).sync().channel();
         } catch (Exception e) {
-            say("client: FAILED: cannot connect to " + address + ": " + e);
+            say("RESULT FAILED stream " + address + ": cannot connect: " + e);
             return FAILED;
         }
         say("client: connected " + channel.localAddress() + " -> " + channel.remoteAddress() + " over " + transport);
         try {
-            return waitFor(done, () -> handler.lastActivityNs, limitNs, "client");
+            return waitFor(done, () -> handler.lastActivityNs, limitNs, "stream " + address);
         } finally {
             channel.close().await(5, TimeUnit.SECONDS);
         }
@@ -137,7 +232,7 @@ public final class EchoStream {
         while (!result.await(200, TimeUnit.MILLISECONDS)) {
             long last = lastActivityNs.getAsLong();
             if (last != 0 && System.nanoTime() - last > limitNs) {
-                say(side + ": HUNG: nothing happened for " + (System.nanoTime() - last) / 1_000_000
+                say("RESULT HUNG " + side + ": nothing happened for " + (System.nanoTime() - last) / 1_000_000
                         + " ms since the last byte received, and the connection has not failed");
                 result.trySuccess(HUNG); // the close that follows is not reported as a failure
                 return HUNG;
@@ -157,24 +252,25 @@ public final class EchoStream {
 
     /** Echoes, honouring writability; reports how the connection ended and how long after its last byte. */
     private static final class ServerHandler extends ChannelInboundHandlerAdapter {
-        static volatile long lastActivityNs;
+        private final AtomicLong lastActivityNs;
         private final Promise<Integer> ended;
         private long bytes;
         private Throwable cause;
 
-        ServerHandler(Promise<Integer> ended) {
+        ServerHandler(Promise<Integer> ended, AtomicLong lastActivityNs) {
             this.ended = ended;
+            this.lastActivityNs = lastActivityNs;
         }
 
         @Override
         public void channelActive(ChannelHandlerContext ctx) {
-            lastActivityNs = System.nanoTime();
-            say("server: connection from " + ctx.channel().remoteAddress());
+            lastActivityNs.set(System.nanoTime());
+            say("server: connection from " + ctx.channel().remoteAddress() + " to " + ctx.channel().localAddress());
         }
 
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            lastActivityNs = System.nanoTime();
+            lastActivityNs.set(System.nanoTime());
             bytes += ((ByteBuf) msg).readableBytes();
             ctx.write(msg, ctx.voidPromise());
         }
@@ -202,14 +298,18 @@ public final class EchoStream {
 
         @Override
         public void channelInactive(ChannelHandlerContext ctx) {
-            long sinceMs = (System.nanoTime() - lastActivityNs) / 1_000_000;
+            long sinceMs = (System.nanoTime() - lastActivityNs.get()) / 1_000_000;
+            if (ended.isDone()) {
+                return; // after HUNG: the close is ours
+            }
             if (cause == null) {
-                say("server: connection from " + ctx.channel().remoteAddress() + " closed by the peer after "
-                        + bytes + " bytes echoed");
+                say("RESULT CLOSED server " + ctx.channel().localAddress() + ": the connection from "
+                        + ctx.channel().remoteAddress() + " was closed by the peer after " + bytes + " bytes echoed");
                 ended.trySuccess(OK);
             } else {
-                say("server: FAILED: connection from " + ctx.channel().remoteAddress() + " failed " + sinceMs
-                        + " ms after the last byte received (" + bytes + " bytes echoed): " + cause);
+                say("RESULT FAILED server " + ctx.channel().localAddress() + ": the connection from "
+                        + ctx.channel().remoteAddress() + " failed " + sinceMs + " ms after the last byte received ("
+                        + bytes + " bytes echoed): " + cause);
                 ended.trySuccess(FAILED);
             }
         }
@@ -299,9 +399,10 @@ public final class EchoStream {
                 if (stopped && received == sent) {
                     long ns = now - startNs;
                     boolean same = sentCrc.getValue() == receivedCrc.getValue();
-                    say(String.format(Locale.ROOT, "client: %s: %d bytes echoed intact in %.1f s, %s each way, "
-                                    + "crc32c sent %08x received %08x", same ? "OK" : "FAILED", received, ns / 1e9,
-                            mbps(received, ns), sentCrc.getValue(), receivedCrc.getValue()));
+                    say(String.format(Locale.ROOT, "RESULT %s stream %s: %d bytes echoed intact in %.1f s, %s each way, "
+                                    + "crc32c sent %08x received %08x", same ? "PASS" : "FAILED",
+                            ctx.channel().remoteAddress(), received, ns / 1e9, mbps(received, ns),
+                            sentCrc.getValue(), receivedCrc.getValue()));
                     done.trySuccess(same ? OK : FAILED);
                     ctx.close();
                 }
@@ -324,8 +425,8 @@ public final class EchoStream {
                 return;
             }
             long sinceMs = (System.nanoTime() - lastActivityNs) / 1_000_000;
-            say("client: FAILED: the connection " + (cause == null ? "was closed by the peer" : "failed") + " "
-                    + sinceMs + " ms after the last byte received (" + received + " of " + sent
+            say("RESULT FAILED stream " + ctx.channel().remoteAddress() + ": the connection "
+                    + (cause == null ? "was closed by the peer" : "failed") + " " + sinceMs + " ms after the last byte received (" + received + " of " + sent
                     + " bytes echoed intact before)" + (cause == null ? "" : ": " + cause));
             done.trySuccess(FAILED);
         }
