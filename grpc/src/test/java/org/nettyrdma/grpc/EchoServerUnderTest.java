@@ -9,7 +9,10 @@ interface EchoServerUnderTest extends AutoCloseable {
     /** What the server's process holds now: its RDMA queue pairs, registered memory, threads and file descriptors. */
     ResourceCounts counts() throws Exception;
 
-    /** gRPC's {@code shutdownNow()}, then waits for termination; returns how long that took, in ms. */
+    /**
+     * gRPC's {@code shutdownNow()}, then waits for termination; returns how long that took, in ms, or -1 if the server
+     * had not terminated within {@link GrpcTestSupport#promptMillis()}.
+     */
     long shutdownNow() throws Exception;
 
     /** gRPC's {@code shutdown()}: no new calls, the open ones go on. */

@@ -55,8 +55,9 @@ class GrpcServerShutdownTest {
     /**
      * Open at the server's end: a bidi echo, a server stream the client reads as it comes, and a client stream with
      * messages sent and no end. {@code shutdown()}: new calls fail, the open ones go on (the echo to its end); then
-     * {@code shutdownNow()}: the others end promptly with an error status and the server terminates. One scenario, so
-     * that the VM starts one server process for it.
+     * {@code shutdownNow()}: the others end promptly with an error status, new calls are refused, and the server
+     * terminates (or, in gRPC-java's race, once the client's channel has closed). One scenario, so that the VM starts
+     * one server process for it.
      */
     @Test
     @Timeout(value = 300, unit = TimeUnit.SECONDS)
@@ -96,13 +97,27 @@ class GrpcServerShutdownTest {
 
         // shutdownNow: the two left end promptly
         long millis = server.shutdownNow();
-        System.out.println("[GrpcServerShutdownTest] shutdownNow with 2 open streams: terminated in " + millis + " ms");
         for (CompletableFuture<?> call : List.of(endless.done, summary)) {
             Status status = GrpcCallsTest.failure(call, GrpcTestSupport.promptMillis());
             assertTrue(status.getCode() == Status.Code.UNAVAILABLE || status.getCode() == Status.Code.CANCELLED,
                     () -> "how an open call ended at the server's shutdownNow: " + status);
         }
         assertNewCallsRefused("shutdownNow()");
+        if (millis >= 0) {
+            System.out.println("[GrpcServerShutdownTest] shutdownNow with 2 open streams: terminated in " + millis
+                    + " ms");
+            return;
+        }
+        // gRPC-java's own race, the same over NIO and TCP (docs/grpc.md, "Known gRPC-java issues"): when the server
+        // stream had DATA frames held by HTTP/2 flow control at shutdownNow, the server may keep the connection open
+        // with no stream left, until the client goes. The calls ended and new ones are refused (above); the client's
+        // channel closing must then end the connection and let the server terminate.
+        System.out.println("[GrpcServerShutdownTest] the server had not terminated " + GrpcTestSupport.promptMillis()
+                + " ms after shutdownNow (gRPC-java's race, docs/grpc.md); the client's channel closes");
+        GrpcTestSupport.close(channel);
+        channel = null;
+        assertTrue(server.awaitTermination(GrpcTestSupport.promptMillis()), "the server did not terminate within "
+                + GrpcTestSupport.promptMillis() + " ms of its client's channel closing, after shutdownNow");
     }
 
     /**
