@@ -4,6 +4,7 @@ import io.netty.channel.ChannelPromise;
 import io.netty.channel.EventLoop;
 import io.netty.util.concurrent.Future;
 import org.nettyrdma.verbs.CmEvent;
+import org.nettyrdma.verbs.CmEventType;
 import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.VerbsException;
 
@@ -16,13 +17,34 @@ import java.util.concurrent.TimeUnit;
  * promise, its time-out, its target, and what each RDMA CM failure means for it. Event loop only.
  */
 final class PendingConnect {
+    /** Connects again on a fresh CM id after a port in use, at most this many times (iWARP; see {@link #failure}). */
+    static final int PORT_IN_USE_RETRIES = 3;
+
     final ChannelPromise promise;
     final InetSocketAddress remote;
+    /** The local address asked for, or null. */
+    final InetSocketAddress local;
     private Future<?> timeout;
+    private int portInUseRetries;
 
-    PendingConnect(ChannelPromise promise, InetSocketAddress remote) {
+    PendingConnect(ChannelPromise promise, InetSocketAddress remote, InetSocketAddress local) {
         this.promise = promise;
         this.remote = remote;
+        this.local = local;
+    }
+
+    /**
+     * Whether {@code event} ends this connect only because the local port RDMA CM picked is held by a TCP socket
+     * (iWARP), so that connecting again on a fresh id (another port) may succeed; counts the retry. Not when the
+     * application chose the local port: another attempt would take the same.
+     */
+    boolean retryOnAnotherPort(CmEvent event) {
+        if (event.type() != CmEventType.CONNECT_ERROR || event.status() != -Errno.EADDRINUSE
+                || (local != null && local.getPort() != 0) || portInUseRetries == PORT_IN_USE_RETRIES) {
+            return false;
+        }
+        portInUseRetries++;
+        return true;
     }
 
     /** Runs {@code onTimeout} after {@code millis} (none if 0) unless the connect ended before. */
@@ -66,7 +88,8 @@ final class PendingConnect {
                     // (one in TIME_WAIT from an earlier connection, or a listener)
                     return new ConnectException("RDMA CM CONNECT_ERROR connecting to " + remote + ": the local port "
                             + "chosen is in use by a TCP socket (status " + status(event) + "; on iWARP the connection"
-                            + " is a TCP connection of the host); connect again, which picks another port");
+                            + " is a TCP connection of the host; the transport tried " + (PORT_IN_USE_RETRIES + 1)
+                            + " ports unless the local port was given); connect again, which picks another port");
                 }
                 // fall through
             case ADDR_ERROR:

@@ -374,7 +374,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 promise.tryFailure(new UnresolvedAddressException());
                 return;
             }
-            PendingConnect c = new PendingConnect(promise, r);
+            PendingConnect c = new PendingConnect(promise, r, (InetSocketAddress) localAddress);
             try {
                 if (localAddress != null) {
                     doBind(localAddress);
@@ -460,11 +460,16 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 case ESTABLISHED:
                     onEstablished(event);
                     break;
+                case CONNECT_ERROR:
+                    if (connecting != null && connecting.retryOnAnotherPort(event)) {
+                        connectOnFreshId();
+                        break;
+                    }
+                    // fall through
                 case REJECTED:
                 case UNREACHABLE:
                 case ADDR_ERROR:
                 case ROUTE_ERROR:
-                case CONNECT_ERROR:
                     failConnect(PendingConnect.failure(event, connecting != null ? connecting.remote : remote));
                     break;
                 case DISCONNECTED:
@@ -475,6 +480,34 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                     break;
                 default:
                     break;
+            }
+        }
+
+        /**
+         * iWARP: the local port RDMA CM picked for this connect is held by a TCP socket (one in TIME_WAIT of an earlier
+         * connection, or a listener). The connect starts over on a fresh CM id, which picks another port; the
+         * promise and its time-out stay.
+         */
+        private void connectOnFreshId() {
+            PendingConnect c = connecting;
+            logger.debug("{}: the local port for {} is in use by a TCP socket; connecting again from another",
+                    RdmaSocketChannel.this, c.remote);
+            try {
+                if (conn != null) {
+                    conn.destroy(); // never connected: nothing to disconnect
+                    conn = null;
+                }
+                CmId old = id;
+                id = null;
+                try {
+                    old.close();
+                } catch (VerbsException e) {
+                    logger.debug("rdma_destroy_id failed", e);
+                }
+                id = handler.resources().provider().createId(handler.cmChannel(), this);
+                id.resolveAddress(c.local, c.remote, RESOLVE_TIMEOUT_MS);
+            } catch (Throwable t) {
+                failConnect(PendingConnect.asConnectException(t));
             }
         }
 

@@ -1,7 +1,10 @@
 package org.nettyrdma.channel;
 
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
@@ -19,6 +22,7 @@ import org.nettyrdma.verbs.emulated.EmulatedFabric;
 import java.net.ConnectException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -28,6 +32,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Connection set-up errors, the connect time-out, and the addresses both ends report. */
@@ -115,6 +120,61 @@ class RdmaTransportConnectTest {
         assertFalse(f.channel().isOpen());
         // nothing stays behind: a connection that was never established has nothing to disconnect
         RdmaTestSupport.awaitCondition("the timed-out channel's QP and registration released", () ->
+                RdmaIoHandler.counters(group).queuePairs() == 0 && RdmaTestSupport.registeredChannels(group) == 0,
+                5_000, () -> "loop " + RdmaIoHandler.counters(group) + ", registrations "
+                        + RdmaTestSupport.registeredChannels(group));
+    }
+
+    /**
+     * iWARP's connection is a TCP connection of the host, and the local port RDMA CM picks may be held by another
+     * socket (CONNECT_ERROR, -EADDRINUSE; seen on soft-iWARP in CI): the transport connects again on a fresh CM id,
+     * which picks another port, at most {@link PendingConnect#PORT_IN_USE_RETRIES} times. Emulated: the fabric fails
+     * the first connects to the server so.
+     */
+    @Test
+    @Timeout(value = 20, unit = TimeUnit.SECONDS)
+    void aLocalPortInUseIsTriedAgainFromAnother() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "a port in use is injected by the emulated fabric");
+        Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ctx.writeAndFlush(msg);
+            }
+        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            InetSocketAddress at = (InetSocketAddress) server.localAddress();
+            EmulatedFabric.defaultFabric().failConnectsWithPortInUse(at, PendingConnect.PORT_IN_USE_RETRIES);
+            CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
+            Channel client = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    echoed.complete((ByteBuf) msg);
+                }
+            }).connect(at).sync().channel();
+            client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {4, 2})).sync();
+            ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
+            try {
+                assertEquals(Unpooled.wrappedBuffer(new byte[] {4, 2}), back);
+            } finally {
+                back.release();
+            }
+            client.close().sync();
+
+            // one more failure than the transport tries again: the connect fails, saying why and what to do
+            EmulatedFabric.defaultFabric().failConnectsWithPortInUse(at, PendingConnect.PORT_IN_USE_RETRIES + 1);
+            ChannelFuture f = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter())
+                    .connect(at);
+            assertTrue(f.await(10, TimeUnit.SECONDS), "connect not done within 10 s");
+            Throwable cause = f.cause();
+            assertInstanceOf(ConnectException.class, cause, () -> RdmaTestSupport.describe(cause));
+            assertTrue(String.valueOf(cause.getMessage()).contains("in use by a TCP socket")
+                    && cause.getMessage().contains("connect again"), () -> RdmaTestSupport.describe(cause));
+            assertTrue(f.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the failure");
+        } finally {
+            server.close().sync();
+        }
+        // the ids and QPs of the attempts are all gone
+        RdmaTestSupport.awaitCondition("every attempt's QP and registration released", () ->
                 RdmaIoHandler.counters(group).queuePairs() == 0 && RdmaTestSupport.registeredChannels(group) == 0,
                 5_000, () -> "loop " + RdmaIoHandler.counters(group) + ", registrations "
                         + RdmaTestSupport.registeredChannels(group));

@@ -257,6 +257,12 @@ final class EmulatedCmId implements CmId {
             if (fabric.isBlackhole(remote.getAddress())) {
                 return;
             }
+            if (fabric.takePortInUse(remote)) {
+                state = State.DISCONNECTED;
+                cancelConnectTimeout();
+                post(CmEventType.CONNECT_ERROR, null, -Errno.EADDRINUSE, null);
+                return;
+            }
             EmulatedCmId listener = fabric.listenerLocked(remote);
             if (listener == null) {
                 state = State.DISCONNECTED;

@@ -12,8 +12,10 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
@@ -39,6 +41,7 @@ public final class EmulatedFabric {
 
     private final List<EmulatedDevice> devices = new ArrayList<>();
     private final Set<InetAddress> blackholes = new HashSet<>();
+    private final Map<InetSocketAddress, Integer> portsInUse = new HashMap<>();
     private final List<EmulatedCmId> boundIds = new ArrayList<>();
     private final AtomicInteger qpNums = new AtomicInteger(0x11);
     private volatile EmulatedMemoryRegion[] keys = new EmulatedMemoryRegion[16];
@@ -106,6 +109,28 @@ public final class EmulatedFabric {
     /** An address that resolves, but where nothing ever answers a connect: UNREACHABLE after the CM time-out. */
     public synchronized void addBlackhole(InetAddress address) {
         blackholes.add(address);
+    }
+
+    /**
+     * The next {@code count} connects to {@code remote} fail with CONNECT_ERROR, status -EADDRINUSE, as on iWARP when
+     * the TCP port RDMA CM picked for the connecting side is held by another socket (soft-iWARP, seen in CI).
+     */
+    public synchronized void failConnectsWithPortInUse(InetSocketAddress remote, int count) {
+        portsInUse.put(remote, count);
+    }
+
+    /** Whether this connect to {@code remote} fails for a port in use (one of those {@link #failConnectsWithPortInUse}). */
+    synchronized boolean takePortInUse(InetSocketAddress remote) {
+        Integer left = portsInUse.get(remote);
+        if (left == null) {
+            return false;
+        }
+        if (left <= 1) {
+            portsInUse.remove(remote);
+        } else {
+            portsInUse.put(remote, left - 1);
+        }
+        return true;
     }
 
     /** The wait between RNR retries (the QP's min_rnr_timer); 640 µs by default. */
