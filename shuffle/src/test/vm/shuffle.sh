@@ -8,6 +8,7 @@
 #
 # usage (on the host, after mvn -pl shuffle -am test-compile):
 #   shuffle/src/test/vm/shuffle.sh [--only=Class[#method],...] [--scale=S] [--bench] [rxe] [siw]   (default: both)
+#   shuffle/src/test/vm/shuffle.sh --prepare     only check the build and write the test class path (vm/two-host)
 #     --only=...  default: every RDMA test but TLS and SASL without encryption (ShuffleFetchTest#tlsFetches...,
 #                 #saslFetches...: ByteBuf and plain FileRegion paths the other cases take too; in the guest 160 s and
 #                 55 s per device, against about 3 minutes for all the rest); --only=all runs those too
@@ -36,6 +37,7 @@ if [ -z "${NETTY_RDMA_VM:-}" ]; then
     (cd "$root" && mvn -B -q -pl shuffle dependency:build-classpath -Dmdep.includeScope=test \
       -Dmdep.outputFile="$cpfile") || { echo "$vm_script: mvn dependency:build-classpath failed" >&2; exit 2; }
   fi
+  [ "${1:-}" = --prepare ] && exit 0
   # the classes of both modules as they are now (a build running meanwhile cannot change them under the tests)
   vm_snapshot_classes
   mkdir -p "$vm_snapshot/transport"

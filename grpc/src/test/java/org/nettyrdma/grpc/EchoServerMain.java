@@ -9,7 +9,7 @@ import java.util.List;
 
 /**
  * The Echo server in a JVM of its own, for {@link EchoServerProcess} (native provider, address and provider from the
- * same system properties). Prints {@code listening PORT}, then answers commands on its standard input, one a line:
+ * same system properties) and for vm/two-host's host 1; its one optional argument is the port (default 0: any). Prints {@code listening PORT}, then answers commands on its standard input, one a line:
  * {@code counts} (a {@link ResourceCounts} line), {@code shutdown} ({@code ok}), {@code shutdown-now} ({@code
  * terminated MS}), {@code terminated MS} ({@code true} or {@code false}: whether it terminated within MS). Ends at the
  * end of its input.
@@ -19,7 +19,8 @@ public final class EchoServerMain {
     }
 
     public static void main(String[] args) throws Exception {
-        try (InProcessEchoServer server = InProcessEchoServer.start();
+        int port = args.length > 0 ? Integer.parseInt(args[0]) : 0;
+        try (InProcessEchoServer server = InProcessEchoServer.start(port);
              BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
             System.out.println("listening " + server.address().getPort());
             System.out.flush();

@@ -2,7 +2,10 @@ package org.nettyrdma.grpc;
 
 import java.net.InetSocketAddress;
 
-/** The Echo server the tests call: in this JVM (emulated provider) or in another one (native provider). */
+/**
+ * The Echo server the tests call: in this JVM (emulated provider), in another one (native provider), or on another host
+ * ({@link RemoteEchoServer}).
+ */
 interface EchoServerUnderTest extends AutoCloseable {
     InetSocketAddress address();
 
@@ -21,8 +24,14 @@ interface EchoServerUnderTest extends AutoCloseable {
     /** Whether the server has terminated, within {@code millis}. */
     boolean awaitTermination(long millis) throws Exception;
 
-    /** Starts the server the provider under test needs. */
+    /**
+     * Starts the server the provider under test needs; with {@link GrpcTestSupport#remotePort()} set, returns the one
+     * that already runs on another host.
+     */
     static EchoServerUnderTest start() throws Exception {
+        if (GrpcTestSupport.remotePort() > 0) {
+            return new RemoteEchoServer(GrpcTestSupport.address(), GrpcTestSupport.remotePort());
+        }
         return GrpcTestSupport.isNative() ? EchoServerProcess.start() : InProcessEchoServer.start();
     }
 }

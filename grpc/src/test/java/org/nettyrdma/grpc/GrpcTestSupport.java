@@ -3,6 +3,7 @@ package org.nettyrdma.grpc;
 import io.grpc.ManagedChannel;
 import io.grpc.netty.NettyChannelBuilder;
 import io.netty.channel.EventLoopGroup;
+import org.junit.jupiter.api.Assumptions;
 import org.nettyrdma.channel.RdmaIoHandlerConfig;
 
 import java.net.InetSocketAddress;
@@ -14,12 +15,14 @@ import java.util.function.Supplier;
  * Where the gRPC tests run, from the system properties the transport's tests read too: {@value #PROVIDER_PROPERTY}
  * ({@code emulated}, the default: server and client in this JVM; {@code native}: the server in a JVM of its own,
  * {@link EchoServerProcess}), {@value #ADDRESS_PROPERTY} (the IP, default 127.0.0.1) and {@value #SCALE_PROPERTY}
- * (0 &lt; S &lt;= 1: message counts times S, for the VM's slow Java).
+ * (0 &lt; S &lt;= 1: message counts times S, for the VM's slow Java). With {@value #REMOTE_PORT_PROPERTY} set (vm/two-host),
+ * the Echo server already runs on another host, at the address under test and that port ({@link RemoteEchoServer}).
  */
 final class GrpcTestSupport {
     static final String PROVIDER_PROPERTY = "org.nettyrdma.test.provider";
     static final String ADDRESS_PROPERTY = "org.nettyrdma.test.address";
     static final String SCALE_PROPERTY = "org.nettyrdma.test.scale";
+    static final String REMOTE_PORT_PROPERTY = "org.nettyrdma.test.remote.port";
     /** Largest message the tests' servers and channels take (gRPC's default is 4 MiB). */
     static final int MAX_MESSAGE = 16 << 20;
 
@@ -40,6 +43,25 @@ final class GrpcTestSupport {
 
     static String address() {
         return System.getProperty(ADDRESS_PROPERTY, "127.0.0.1");
+    }
+
+    /** The port of an Echo server that already runs at {@link #address()} (another host), or -1: none, tests start one. */
+    static int remotePort() {
+        String p = System.getProperty(REMOTE_PORT_PROPERTY, "");
+        if (p.isEmpty()) {
+            return -1;
+        }
+        int port = Integer.parseInt(p);
+        if (port < 1 || port > 65535) {
+            throw new IllegalArgumentException(REMOTE_PORT_PROPERTY + "=" + p + " (expected a port, 1 to 65535)");
+        }
+        return port;
+    }
+
+    /** Skips the test, saying why, when the Echo server is another host's: {@code needs} is what it needs its own for. */
+    static void assumeOwnServer(String needs) {
+        Assumptions.assumeTrue(remotePort() < 0, () -> "needs a server of its own (" + needs + "), and the Echo server"
+                + " runs on another host (" + REMOTE_PORT_PROPERTY + "=" + remotePort() + ")");
     }
 
     static double scale() {

@@ -19,10 +19,15 @@ final class InProcessEchoServer implements EchoServerUnderTest {
     }
 
     static InProcessEchoServer start() throws Exception {
+        return start(0);
+    }
+
+    /** On {@code port} of the address under test (0: any free port). */
+    static InProcessEchoServer start(int port) throws Exception {
         EventLoopGroup group = GrpcTestSupport.newGroup(2);
         try {
             Server server = RdmaGrpc.configure(NettyServerBuilder.forAddress(
-                            new InetSocketAddress(GrpcTestSupport.address(), 0)), group)
+                            new InetSocketAddress(GrpcTestSupport.address(), port)), group)
                     .maxInboundMessageSize(GrpcTestSupport.MAX_MESSAGE)
                     .addService(EchoService.definition())
                     .build().start();

@@ -36,6 +36,7 @@ class ExpandingFileRegionTest {
 
     @Test
     void expandingRegionArrivesWholeOverRdma() throws Exception {
+        ShuffleTestSupport.assumeOwnServices("its own server and client of regions");
         sendAndCheck(ShuffleTestSupport.rdma(), ShuffleTestSupport.address());
     }
 
@@ -46,6 +47,7 @@ class ExpandingFileRegionTest {
 
     @Test
     void shrinkingRegionsArriveWholeAndInOrderOverRdma() throws Exception {
+        ShuffleTestSupport.assumeOwnServices("its own server and client of regions");
         sendShrinking(ShuffleTestSupport.rdma(), ShuffleTestSupport.address());
     }
 

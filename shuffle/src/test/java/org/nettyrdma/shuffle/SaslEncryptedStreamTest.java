@@ -36,6 +36,7 @@ class SaslEncryptedStreamTest {
 
     @Test
     void encryptedMessagesArriveInOrderOverRdma() throws Exception {
+        ShuffleTestSupport.assumeOwnServices("its own server and client of the encrypted stream");
         stream(ShuffleTestSupport.rdma(), ShuffleTestSupport.address());
     }
 

@@ -1,9 +1,11 @@
 package org.nettyrdma.shuffle;
 
 import org.apache.spark.network.util.TransportConf;
+import org.junit.jupiter.api.Assumptions;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 
@@ -11,7 +13,9 @@ import java.util.Map;
  * The shuffle services of a test over RDMA, one per executor of its shuffle, and the reducer's {@link ShuffleCluster}
  * with them. On the emulated provider (in-process only) the services run in the test's JVM; on the native provider
  * {@link #inProcesses} runs each in a process of its own ({@link ServerProcess}), as services run beside executors
- * (a JVM's start costs some 10 s in the VM, so the tests that need no other process use {@link #start}).
+ * (a JVM's start costs some 10 s in the VM, so the tests that need no other process use {@link #start}). With
+ * {@link ShuffleTestSupport#remotePort()} set, {@link #start} uses the one service that runs on another host for every
+ * executor (it runs without security: the secured cases are skipped), and {@link #inProcesses} skips its test.
  */
 final class ShuffleServices implements AutoCloseable {
     private final ShuffleCluster cluster;
@@ -34,6 +38,9 @@ final class ShuffleServices implements AutoCloseable {
 
     private static ShuffleServices start(Security security, GeneratedShuffle shuffle, boolean separate)
             throws Exception {
+        if (ShuffleTestSupport.remotePort() > 0) {
+            return remote(security, shuffle, separate);
+        }
         SparkNetworkConf settings = ShuffleTestSupport.conf(security);
         TransportConf conf = settings.build();
         SharedSecret secret = security.authenticates() ? new SharedSecret(ShuffleTestSupport.SECRET) : null;
@@ -76,6 +83,24 @@ final class ShuffleServices implements AutoCloseable {
             }
             throw e;
         }
+    }
+
+    /**
+     * The service of another host (vm/two-host's host 1: {@code BlockServerMain} without security) at the address
+     * under test, for every executor of {@code shuffle}: the executors register there with the paths of their files,
+     * which that host reads at the same paths ({@code org.nettyrdma.test.shuffle.dir}).
+     */
+    private static ShuffleServices remote(Security security, GeneratedShuffle shuffle, boolean separate)
+            throws Exception {
+        if (separate) {
+            ShuffleTestSupport.assumeOwnServices("a process per executor, which it may kill");
+        }
+        InetSocketAddress at = new InetSocketAddress(ShuffleTestSupport.address(), ShuffleTestSupport.remotePort());
+        Assumptions.assumeTrue(security == Security.NONE, () -> security + ": the shuffle service at " + at
+                + " on another host runs without security (Security.NONE)");
+        TransportConf conf = ShuffleTestSupport.conf(security).build();
+        return new ShuffleServices(ShuffleCluster.remote(conf, ShuffleTestSupport.APP_ID, null,
+                ShuffleTestSupport.rdma(), shuffle, Collections.nCopies(shuffle.executors().size(), at), 2), List.of());
     }
 
     ShuffleCluster cluster() {

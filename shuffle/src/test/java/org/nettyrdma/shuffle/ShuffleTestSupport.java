@@ -1,5 +1,6 @@
 package org.nettyrdma.shuffle;
 
+import org.junit.jupiter.api.Assumptions;
 import org.nettyrdma.channel.RdmaIoHandlerConfig;
 
 import java.io.File;
@@ -7,6 +8,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.Map;
@@ -19,11 +21,16 @@ import java.util.stream.Stream;
  * {@code org.nettyrdma.test.provider} ({@code emulated} or {@code native}), {@code org.nettyrdma.test.address} and
  * {@code org.nettyrdma.test.scale} (0 < scale <= 1: map outputs and the largest block times the scale). The generated
  * shuffles are written once per JVM (to a temporary directory removed at exit) and shared by the test classes.
+ * Across two hosts (vm/two-host): {@code org.nettyrdma.test.remote.port} says that one shuffle service already runs at
+ * the address under test and that port, serving every executor ({@link ShuffleServices}), and
+ * {@code org.nettyrdma.test.shuffle.dir} where to write the shuffles: a directory the service reads at the same path.
  */
 final class ShuffleTestSupport {
     static final String PROVIDER_PROPERTY = "org.nettyrdma.test.provider";
     static final String ADDRESS_PROPERTY = "org.nettyrdma.test.address";
     static final String SCALE_PROPERTY = "org.nettyrdma.test.scale";
+    static final String REMOTE_PORT_PROPERTY = "org.nettyrdma.test.remote.port";
+    static final String DIR_PROPERTY = "org.nettyrdma.test.shuffle.dir";
     static final String APP_ID = "app-20261201000000-0001";
     static final String SECRET = "shuffle-test-secret";
 
@@ -48,6 +55,30 @@ final class ShuffleTestSupport {
 
     static InetSocketAddress anyPort() {
         return new InetSocketAddress(address(), 0);
+    }
+
+    /** The port of a shuffle service that already runs at {@link #address()} (another host), or -1: none. */
+    static int remotePort() {
+        String p = System.getProperty(REMOTE_PORT_PROPERTY, "");
+        if (p.isEmpty()) {
+            return -1;
+        }
+        int port = Integer.parseInt(p);
+        if (port < 1 || port > 65535) {
+            throw new IllegalArgumentException(REMOTE_PORT_PROPERTY + "=" + p + " (expected a port, 1 to 65535)");
+        }
+        if (System.getProperty(DIR_PROPERTY, "").isEmpty()) {
+            throw new IllegalStateException(REMOTE_PORT_PROPERTY + " is set but " + DIR_PROPERTY + " is not: the"
+                    + " remote service reads the shuffle's files at the paths this JVM registers, so set it to a"
+                    + " directory both hosts mount at the same path");
+        }
+        return port;
+    }
+
+    /** Skips the test, saying why, when the service is another host's: {@code needs} is what it needs its own for. */
+    static void assumeOwnServices(String needs) {
+        Assumptions.assumeTrue(remotePort() < 0, () -> "needs services of its own (" + needs + "), and the shuffle"
+                + " service runs on another host (" + REMOTE_PORT_PROPERTY + "=" + remotePort() + ")");
     }
 
     static double scale() {
@@ -113,7 +144,9 @@ final class ShuffleTestSupport {
     private static File root() {
         if (root == null) {
             try {
-                root = Files.createTempDirectory("netty-rdma-shuffle").toFile();
+                String dir = System.getProperty(DIR_PROPERTY, "");
+                root = (dir.isEmpty() ? Files.createTempDirectory("netty-rdma-shuffle")
+                        : Files.createTempDirectory(Paths.get(dir), "netty-rdma-shuffle")).toFile();
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }

@@ -16,6 +16,9 @@ import org.junit.platform.launcher.core.LauncherDiscoveryRequestBuilder;
 import org.junit.platform.launcher.core.LauncherFactory;
 
 import java.lang.reflect.Method;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -36,12 +39,13 @@ import static org.junit.platform.engine.discovery.DiscoverySelectors.selectPacka
  *
  * <pre>
  * VmTestLauncher --package=PKG --classes=REGEX --address-property=NAME [--title=TEXT] [--only=Class[#method],...]
- *                name=ip [name=ip...]
+ *                [--await=FILE] name=ip [name=ip...]
  * </pre>
  *
  * runs the test classes of package {@code PKG} whose simple name matches {@code REGEX} (or only the classes and
  * methods of {@code --only}, simple class names in {@code PKG}), on each device in turn with the system property
- * {@code NAME} set to its IP. Exit code 1 if anything failed or nothing passed, 2 on a usage error or if the JNI
+ * {@code NAME} set to its IP. With {@code --await=FILE} it waits, up to {@value #AWAIT_SECONDS} s, until FILE exists
+ * before the first test (vm/two-host: the JVM starts while the other host's servers start, which create it). Exit code 1 if anything failed or nothing passed, 2 on a usage error or if the JNI
  * provider is unavailable.
  */
 public final class VmTestLauncher {
@@ -52,6 +56,9 @@ public final class VmTestLauncher {
      */
     private static final java.util.logging.Logger JUNIT_CONFIGURATION_LOGGER =
             java.util.logging.Logger.getLogger("org.junit.platform.launcher.core.LauncherConfigurationParameters");
+
+    /** How long {@code --await=FILE} waits for FILE. */
+    static final int AWAIT_SECONDS = 600;
 
     private VmTestLauncher() {
     }
@@ -158,6 +165,7 @@ public final class VmTestLauncher {
         String classes = null;
         String addressProperty = null;
         String title = "tests";
+        String await = null;
         List<String> only = new ArrayList<>();
         List<Device> devices = new ArrayList<>();
         for (String arg : args) {
@@ -169,6 +177,8 @@ public final class VmTestLauncher {
                 addressProperty = arg.substring("--address-property=".length());
             } else if (arg.startsWith("--title=")) {
                 title = arg.substring("--title=".length());
+            } else if (arg.startsWith("--await=")) {
+                await = arg.substring("--await=".length());
             } else if (arg.startsWith("--only=")) {
                 only.addAll(Arrays.asList(arg.substring("--only=".length()).split(",")));
             } else if (arg.startsWith("--")) {
@@ -192,6 +202,9 @@ public final class VmTestLauncher {
         }
         JUNIT_CONFIGURATION_LOGGER.setLevel(java.util.logging.Level.SEVERE);
         requireJniProvider();
+        if (await != null) {
+            awaitFile(Paths.get(await));
+        }
         System.exit(runOnDevices(title, devices, addressProperty, selectors, filters, VmTestLauncher::simpleName,
                 true));
     }
@@ -220,12 +233,32 @@ public final class VmTestLauncher {
         return null;
     }
 
+    /** Waits until {@code file} exists; exits with 2, saying so, after {@link #AWAIT_SECONDS}. */
+    private static void awaitFile(Path file) {
+        long start = System.nanoTime();
+        while (!Files.exists(file)) {
+            if (System.nanoTime() - start > TimeUnit.SECONDS.toNanos(AWAIT_SECONDS)) {
+                System.out.println("--await: no " + file + " within " + AWAIT_SECONDS + " s (what creates it did not"
+                        + " get ready): no test run");
+                System.exit(2);
+            }
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                System.exit(2);
+            }
+        }
+        System.out.println("--await: " + file + " exists after "
+                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) + " ms");
+    }
+
     private static void usage(String problem) {
         if (problem != null) {
             System.err.println("VmTestLauncher: " + problem);
         }
         System.err.println("usage: VmTestLauncher --package=PKG --classes=REGEX --address-property=NAME [--title=TEXT] "
-                + "[--only=Class[#method],...] name=ip [name=ip...]");
+                + "[--only=Class[#method],...] [--await=FILE] name=ip [name=ip...]");
         System.exit(2);
     }
 
