@@ -76,6 +76,10 @@ final class RdmaConnection {
     private int state;
     private Future<?> greetingWait;
     private Future<?> closeTimeout;
+    /** The keep-alive tick, every {@code KEEPALIVE_MILLIS} from the handshake on; null if off. */
+    private Future<?> keepAlive;
+    /** Whether a completion of this connection came since the last keep-alive tick. */
+    private boolean heard;
 
     /**
      * Creates the QP on {@code id} and posts the receives; with {@code knownPeer} (accepted) the send side too. On
@@ -209,6 +213,11 @@ final class RdmaConnection {
             throw protocolViolation("sent a RING message though the WRITE ring was not negotiated");
         }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing);
+        int keepAliveMillis = config.getKeepAliveMillis();
+        if (keepAliveMillis > 0) {
+            keepAlive = ch.eventLoop().scheduleAtFixedRate(this::keepAliveTick, keepAliveMillis, keepAliveMillis,
+                    TimeUnit.MILLISECONDS);
+        }
         if (earlyPeerRing != null) {
             res.sends.peerRing(earlyPeerRing);
             earlyPeerRing = null;
@@ -525,8 +534,29 @@ final class RdmaConnection {
         }
     }
 
+    /**
+     * A tick of the keep-alive: after a whole interval without a completion on this connection, a probe (a zero-byte
+     * RDMA WRITE). A peer that is gone fails it after the device's retries ({@code RETRY_EXC_ERR}), which fails the
+     * channel; a live one acknowledges it, and nothing reaches its pipeline.
+     */
+    private void keepAliveTick() {
+        if (heard) {
+            heard = false;
+            return;
+        }
+        if (!is(SEND_OPEN) || is(DESTROYED | PEER_GONE | FAILED) || sends.probeInFlight() || !sends.hasRoom()) {
+            return;
+        }
+        try {
+            sends.sendProbe();
+        } catch (IOException e) {
+            logger.debug("{}: keep-alive probe not posted, the connection is going down", ch, e);
+        }
+    }
+
     /** The end of a batch of completions that touched this connection: read, send and close as they allow. */
     void onBatchComplete() {
+        heard = true;
         clear(TOUCHED);
         ch.counters().publish();
         if (ch.isConnecting()) {
@@ -660,9 +690,14 @@ final class RdmaConnection {
 
     private void onSendCompletion(int slot, int status) {
         boolean control = sends.isControl(slot);
+        boolean probe = sends.isProbe(slot);
         long n = sends.complete(slot);
         if (status != WcStatus.SUCCESS) {
-            if (control && is(FIN_RECEIVED)) {
+            if (probe && status != WcStatus.WR_FLUSH_ERR) {
+                // the pipeline hears why (a silent channel has no write to fail), then the channel closes
+                unsafe.fail(new IOException("keep-alive probe failed: " + WcStatus.name(status)
+                        + (status == WcStatus.RETRY_EXC_ERR ? " (the peer does not answer: gone or unreachable)" : "")));
+            } else if (control && is(FIN_RECEIVED)) {
                 // a CREDIT or FIN the peer no longer takes after its own FIN: it closed. What it sent before is
                 // delivered first, as on DISCONNECTED
                 unsafe.onDisconnected();
@@ -759,6 +794,9 @@ final class RdmaConnection {
         set(DESTROYED);
         if (closeTimeout != null) {
             closeTimeout.cancel(false);
+        }
+        if (keepAlive != null) {
+            keepAlive.cancel(false);
         }
         if (greetingWait != null) {
             greetingWait.cancel(false);

@@ -481,9 +481,11 @@ final class EmulatedQueuePair implements QueuePair {
             }
             case WrOpcode.RDMA_WRITE:
             case WrOpcode.RDMA_WRITE_WITH_IMM: {
-                EmulatedMemoryRegion target = remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot], total,
-                        Access.REMOTE_WRITE);
-                if (target == null) {
+                // a zero-byte write names no memory: its key and address are not checked (IBA C9-88), and it only
+                // asks the peer's device for an acknowledgement (the transport's keep-alive probe)
+                EmulatedMemoryRegion target = total == 0 ? null : remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot],
+                        total, Access.REMOTE_WRITE);
+                if (target == null && total != 0) {
                     p.enterError();
                     return WcStatus.REM_ACCESS_ERR;
                 }
@@ -491,10 +493,12 @@ final class EmulatedQueuePair implements QueuePair {
                 if (imm && p.rqHead == p.rqTail) {
                     return noReceive(p);
                 }
-                oneAddr[0] = sqRemoteAddr[slot];
-                oneLen[0] = (int) total;
-                oneKey[0] = target.lkey();
-                copyOut(slot, inline, (int) total, oneAddr, oneLen, oneKey, 0);
+                if (target != null) {
+                    oneAddr[0] = sqRemoteAddr[slot];
+                    oneLen[0] = (int) total;
+                    oneKey[0] = target.lkey();
+                    copyOut(slot, inline, (int) total, oneAddr, oneLen, oneKey, 0);
+                }
                 if (imm) {
                     int rslot = (int) (p.rqHead % p.rqSize);
                     p.rqHead++;
