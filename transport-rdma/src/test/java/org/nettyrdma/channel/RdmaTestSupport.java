@@ -322,6 +322,19 @@ final class RdmaTestSupport {
         }
     }
 
+    /**
+     * Whether a connect failed because the local port RDMA CM picked is held by a TCP socket (iWARP, whose connections
+     * are TCP connections of the host: a port of an earlier connection in TIME_WAIT); connecting again is the remedy.
+     */
+    static boolean isLocalPortInUse(Throwable connectFailure) {
+        for (Throwable t = connectFailure; t != null; t = t.getCause()) {
+            if (String.valueOf(t.getMessage()).contains("in use by a TCP socket")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     static String describe(Throwable t) {
         return t == null ? "null" : t.getClass().getName() + ": " + t.getMessage();
     }

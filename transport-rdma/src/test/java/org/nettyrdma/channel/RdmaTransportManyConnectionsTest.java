@@ -86,7 +86,9 @@ class RdmaTransportManyConnectionsTest {
         int serverBase = RdmaTestSupport.registeredChannels(serverGroup);
         assertEquals(1, serverBase, "registrations of the server loop with only the listener");
         long expectedBytes = 0;
+        int retried = 0; // connects retried after the local port was in use (iWARP); each may leave one reset child
         for (int round = 0; round < ROUNDS; round++) {
+            int retriedBefore = retried;
             children.clear();
             List<StreamReader> readers = new ArrayList<>();
             List<ChannelFuture> connects = new ArrayList<>();
@@ -109,6 +111,17 @@ class RdmaTransportManyConnectionsTest {
             RdmaTestSupport.awaitAll(connects, 30_000, "connects of round " + round);
             for (int i = 0; i < connections; i++) {
                 ChannelFuture f = connects.get(i);
+                if (!f.isSuccess() && RdmaTestSupport.isLocalPortInUse(f.cause())) {
+                    // iWARP: the TCP port RDMA CM picked is held by a socket of an earlier round (TIME_WAIT); the
+                    // remedy the failure names is to connect again
+                    StreamReader again = new EchoClient(2048 + (i * 37 + round * 101) % 4096, pattern,
+                            i * 7919L + round * 104_729L);
+                    readers.set(i, again);
+                    retried++;
+                    f = RdmaTestSupport.clientBootstrap(clientGroup).handler(again).connect(server.localAddress())
+                            .await();
+                    connects.set(i, f);
+                }
                 if (!f.isSuccess()) {
                     throw new AssertionError("round " + round + ": connect #" + i + " failed; " + state.get(),
                             f.cause());
@@ -118,7 +131,10 @@ class RdmaTransportManyConnectionsTest {
                 RdmaTestSupport.await(readers.get(i).done, 30_000, "round " + round + ": echo of connection #" + i,
                         state);
             }
-            assertEquals(connections, children.size(), "accepted channels in round " + round);
+            int retriedNow = retried - retriedBefore;
+            assertTrue(children.size() >= connections && children.size() <= connections + retriedNow,
+                    "accepted channels in round " + round + ": " + children.size() + " for " + connections
+                            + " connections (" + retriedNow + " connects retried)");
 
             List<ChannelFuture> closes = new ArrayList<>();
             for (ChannelFuture f : connects) {
@@ -143,7 +159,10 @@ class RdmaTransportManyConnectionsTest {
                 StreamReader reader = readers.get(i);
                 assertTrue(reader.exceptions.isEmpty(), "client #" + i + " exceptions: " + reader.exceptions);
             }
-            assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
+            int resetsAllowed = retried; // the server's side of a connect the client gave up on and retried
+        assertTrue(serverErrors.exceptions.size() <= resetsAllowed && serverErrors.exceptions.stream().allMatch(
+                t -> resetsAllowed > 0 && String.valueOf(t.getMessage()).contains("reset by peer")),
+                () -> "server exceptions: " + serverErrors.exceptions + " (" + resetsAllowed + " connects retried)");
         }
         RdmaTestSupport.awaitCondition("registered buffers of all rounds released",
                 () -> RdmaByteBufAllocator.DEFAULT.buffersInUse() == baselineBuffers, 10_000,

@@ -39,6 +39,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
@@ -177,6 +178,11 @@ class RdmaTransportTcpFallbackTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aCancelledConnectLeavesNoChannel() throws Exception {
+        // vm/run names soft-iWARP's address SIW_IP
+        assumeFalse(RdmaTestSupport.isNative() && RdmaTestSupport.address().equals(System.getenv("SIW_IP")),
+                "on siw0 a connect cancelled during its set-up once corrupted soft-iWARP's list of the listener's "
+                        + "pending connections (kernel BUG at lib/list_debug.c:49 in siw_destroy_listen, Debian kernel "
+                        + "6.1.0-57): the guest's RDMA CM broke for every later test. Run on emulated and rxe0");
         startRdmaServer();
         startTcpServer();
         TcpFallback fallback = new TcpFallback(rdmaBootstrap(), tcpBootstrap());
