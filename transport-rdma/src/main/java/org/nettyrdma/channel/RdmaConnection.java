@@ -80,6 +80,8 @@ final class RdmaConnection {
     private Future<?> keepAlive;
     /** Whether a completion of this connection came since the last keep-alive tick. */
     private boolean heard;
+    /** Whether work (a probe or a send) was posted and not completed at the last keep-alive tick. */
+    private boolean postedAtLastTick;
 
     /**
      * Creates the QP on {@code id} and posts the receives; with {@code knownPeer} (accepted) the send side too. On
@@ -215,7 +217,7 @@ final class RdmaConnection {
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing);
         int keepAliveMillis = config.getKeepAliveMillis();
         if (keepAliveMillis > 0) {
-            keepAlive = ch.eventLoop().scheduleAtFixedRate(this::keepAliveTick, keepAliveMillis, keepAliveMillis,
+            keepAlive = ch.eventLoop().scheduleWithFixedDelay(this::keepAliveTick, keepAliveMillis, keepAliveMillis,
                     TimeUnit.MILLISECONDS);
         }
         if (earlyPeerRing != null) {
@@ -535,23 +537,37 @@ final class RdmaConnection {
     }
 
     /**
-     * A tick of the keep-alive: after a whole interval without a completion on this connection, a probe (a zero-byte
-     * RDMA WRITE). A peer that is gone fails it after the device's retries ({@code RETRY_EXC_ERR}), which fails the
-     * channel; a live one acknowledges it, and nothing reaches its pipeline.
+     * A tick of the keep-alive. A connection that heard nothing for a whole interval (no completion) posts a probe, a
+     * zero-byte RDMA WRITE that only the peer's device acknowledges, so that nothing reaches its pipeline. Work that
+     * was posted before the last tick and still has no completion means the peer's device acknowledges nothing: the
+     * peer is gone or unreachable, and the channel fails. The bound is this transport's own, not the device's retry
+     * settings: soft-iWARP retransmits over TCP for many minutes, and SoftRoCE was seen to retry a dead peer for longer
+     * than 30 s. A peer that only stopped reading still acknowledges (its device does), so it is never taken for gone.
      */
     private void keepAliveTick() {
+        // completions that arrived while this loop was busy elsewhere count: a stalled loop is not a silent peer
+        handler.pollNow();
+        boolean outstanding = postedAtLastTick;
+        postedAtLastTick = false;
         if (heard) {
             heard = false;
+        } else if (!is(SEND_OPEN) || is(DESTROYED | PEER_GONE | FAILED)) {
             return;
+        } else if (!sends.isIdle()) {
+            if (outstanding) {
+                unsafe.fail(new IOException("keep-alive: the peer acknowledged nothing for "
+                        + config.getKeepAliveMillis() + " ms though work was posted to it: it is gone or unreachable "
+                        + "(RdmaChannelOption.KEEPALIVE_MILLIS)"));
+                return;
+            }
+        } else if (sends.hasRoom()) {
+            try {
+                sends.sendProbe();
+            } catch (IOException e) {
+                logger.debug("{}: keep-alive probe not posted, the connection is going down", ch, e);
+            }
         }
-        if (!is(SEND_OPEN) || is(DESTROYED | PEER_GONE | FAILED) || sends.probeInFlight() || !sends.hasRoom()) {
-            return;
-        }
-        try {
-            sends.sendProbe();
-        } catch (IOException e) {
-            logger.debug("{}: keep-alive probe not posted, the connection is going down", ch, e);
-        }
+        postedAtLastTick = !sends.isIdle();
     }
 
     /** The end of a batch of completions that touched this connection: read, send and close as they allow. */

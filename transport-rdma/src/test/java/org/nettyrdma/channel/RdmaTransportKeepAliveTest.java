@@ -115,6 +115,24 @@ class RdmaTransportKeepAliveTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aPeerGoneWithoutAWordFailsASilentChannel() throws Exception {
+        long millis = silentChildFailsAfter(false, "keep-alive probe failed");
+        System.out.println("[RdmaTransportKeepAliveTest] a silent child failed " + millis + " ms after its peer "
+                + "vanished (KEEPALIVE_MILLIS 200, the probe failed)");
+    }
+
+    /**
+     * A peer whose device answers nothing, not even a failure (soft-iWARP retransmits over TCP for minutes): the
+     * probe stays posted, and the next tick fails the channel on the transport's own bound.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aPeerThatAnswersNothingFailsASilentChannelWithinTwoIntervals() throws Exception {
+        long millis = silentChildFailsAfter(true, "keep-alive: the peer acknowledged nothing");
+        System.out.println("[RdmaTransportKeepAliveTest] a silent child failed " + millis + " ms after its peer "
+                + "stopped answering (KEEPALIVE_MILLIS 200, the probe unanswered)");
+    }
+
+    private long silentChildFailsAfter(boolean silence, String expected) throws Exception {
         assumeFalse(RdmaTestSupport.isNative(), "cutting a link without a CM event needs the emulated fabric's fault "
                 + "injector; across hosts, vm/two-host kills a guest");
         startEchoServer(200);
@@ -125,15 +143,62 @@ class RdmaTransportKeepAliveTest {
             RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
             Channel child = children.get(0);
             // the peer vanishes: no DISCONNECTED, nothing in flight on the child, nothing to send
-            peer.provider.faults().severLink(peer.qp);
+            if (silence) {
+                peer.provider.faults().silenceLink(peer.qp);
+            } else {
+                peer.provider.faults().severLink(peer.qp);
+            }
             long cut = System.nanoTime();
             assertTrue(child.closeFuture().await(20, TimeUnit.SECONDS), "the silent child is still open 20 s after "
                     + "its peer vanished");
             long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - cut);
-            assertTrue(childErrors.stream().anyMatch(t -> String.valueOf(t.getMessage()).contains("keep-alive probe "
-                    + "failed")), () -> "errors: " + childErrors);
-            System.out.println("[RdmaTransportKeepAliveTest] a silent child failed " + millis + " ms after its peer "
-                    + "vanished (KEEPALIVE_MILLIS 200)");
+            assertTrue(childErrors.stream().anyMatch(t -> String.valueOf(t.getMessage()).contains(expected)),
+                    () -> "errors: " + childErrors);
+            // at most: a tick that heard something, one that probes, one that finds the probe unanswered (+ slack)
+            assertTrue(millis < 3 * 200 + 2_000, () -> "failed only " + millis + " ms after");
+            return millis;
+        }
+    }
+
+    /** A loop busy for many intervals is not a silent peer: what its device reported meanwhile is seen first. */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aLoopBusyForManyIntervalsKeepsItsConnections() throws Exception {
+        startEchoServer(100);
+        CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
+                .option(RdmaChannelOption.KEEPALIVE_MILLIS, 100)
+                .handler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        echoed.complete((ByteBuf) msg);
+                    }
+                }).connect(server.localAddress()).sync().channel();
+        RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+        RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
+        for (int i = 0; i < 5; i++) {
+            RdmaTestSupport.awaitCondition("a probe in flight or just answered", () -> child.counters()
+                    .keepAliveProbes() > 0, 10_000, () -> "" + child.counters());
+            // both loops stall for 6 intervals, while probes may be posted and answered
+            child.eventLoop().submit(() -> sleep(600));
+            client.eventLoop().submit(() -> sleep(600)).sync();
+        }
+        assertTrue(client.isActive() && child.isActive(), "a busy loop was taken for a silent peer: " + childErrors);
+        client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {7})).sync();
+        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo after the stalls", () -> "");
+        try {
+            assertEquals(Unpooled.wrappedBuffer(new byte[] {7}), back);
+        } finally {
+            back.release();
+        }
+        client.close().sync();
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 

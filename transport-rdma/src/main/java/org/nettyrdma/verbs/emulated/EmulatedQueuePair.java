@@ -29,6 +29,8 @@ final class EmulatedQueuePair implements QueuePair {
     /** The wire between two QPs; its monitor guards both QPs' queues. */
     static final class Link {
         boolean severed;
+        /** Sends get no answer: they stay posted (see {@code FaultInjector.silenceLink}). */
+        boolean silent;
     }
 
     private static final int RNR_WAIT = -1;
@@ -375,6 +377,9 @@ final class EmulatedQueuePair implements QueuePair {
         while (sqExec < sqTail) {
             if (state == QpState.ERROR) {
                 flushSend();
+                return;
+            }
+            if (link.silent) {
                 return;
             }
             int slot = (int) (sqExec % sqSize);
@@ -784,6 +789,13 @@ final class EmulatedQueuePair implements QueuePair {
                 progressSend();
             }
             kickPeer();
+        }
+    }
+
+    void silence() {
+        Link l = link;
+        synchronized (l) {
+            l.silent = true;
         }
     }
 
