@@ -38,8 +38,9 @@ interface DataPath {
     boolean waitsForRoom();
 
     /**
-     * Posts a keep-alive probe now: a zero-byte RDMA WRITE naming no memory (IBA C9-88), which only the peer's device
-     * acknowledges; it takes a place in the send queue, not a credit. The caller checked {@link #hasRoom()}.
+     * Posts a keep-alive probe now: a zero-byte RDMA READ naming no memory, which completes only when the peer's device
+     * has answered it (on iWARP too); it takes a place in the send queue, not a credit. The caller checked
+     * {@link #hasRoom()}.
      */
     void sendProbe() throws IOException;
 

@@ -538,7 +538,8 @@ final class RdmaConnection {
 
     /**
      * A tick of the keep-alive. A connection that heard nothing for a whole interval (no completion) posts a probe, a
-     * zero-byte RDMA WRITE that only the peer's device acknowledges, so that nothing reaches its pipeline. Work that
+     * zero-byte RDMA READ that only the peer's device answers, so that nothing reaches its pipeline (a WRITE would not
+     * do on iWARP: it completes once the local TCP stack has taken it, also when the peer is gone). Work that
      * was posted before the last tick and still has no completion means the peer's device acknowledges nothing: the
      * peer is gone or unreachable, and the channel fails. The bound is this transport's own, not the device's retry
      * settings: soft-iWARP retransmits over TCP for many minutes, and SoftRoCE was seen to retry a dead peer for longer

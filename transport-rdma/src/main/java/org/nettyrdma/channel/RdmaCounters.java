@@ -90,7 +90,7 @@ public final class RdmaCounters {
         return creditStalls;
     }
 
-    /** Keep-alive probes sent: zero-byte RDMA WRITEs after {@code KEEPALIVE_MILLIS} of silence. */
+    /** Keep-alive probes sent: zero-byte RDMA READs after {@code KEEPALIVE_MILLIS} of silence. */
     public long keepAliveProbes() {
         acquire();
         return keepAliveProbes;

@@ -284,7 +284,7 @@ final class SendQueue implements DataPath {
     @Override
     public void sendProbe() throws IOException {
         int slot = next;
-        wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_WRITE, 0).remote(0, 0, 0);
+        wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_READ, 0).remote(0, 0, 0);
         post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;

@@ -1710,6 +1710,26 @@ public abstract class VerbsConformanceSuite {
         assertWc(server.recvCompletion(), 3, WcStatus.SUCCESS);
     }
 
+    /**
+     * A zero-byte RDMA READ names no memory either: key 0 and address 0 are not checked, and it completes only when the
+     * peer's device has answered it (on iWARP too, where a WRITE completes once the local TCP stack took it): the
+     * transport's keep-alive probe.
+     */
+    @Test
+    void zeroLengthReadWithoutAKeyIsAnswered() throws Exception {
+        fx.connect(fx.options());
+        fx.wr(0, 2, WrOpcode.RDMA_READ, SIGNALED, null, 0, 0).remote(0, 0, 0);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        // nothing was consumed and the connection is fine: a SEND lands in the first receive posted after it
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        server.recv(3, in, 0, 64);
+        fx.wr(0, 4, WrOpcode.SEND, SIGNALED, null, 0, 0);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 4, WcStatus.SUCCESS);
+        assertWc(server.recvCompletion(), 3, WcStatus.SUCCESS);
+    }
+
     /** A notification without data: zero bytes WRITTEN WITH IMMEDIATE, into a receive that has no SGE at all. */
     @Test
     void zeroLengthWriteWithImmFillsAReceiveWithoutSges() throws Exception {

@@ -513,6 +513,9 @@ final class EmulatedQueuePair implements QueuePair {
                 return WcStatus.SUCCESS;
             }
             case WrOpcode.RDMA_READ: {
+                if (total == 0) {
+                    return WcStatus.SUCCESS; // names no memory: no key is checked, the peer's device only answers
+                }
                 EmulatedMemoryRegion remote = remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot], total,
                         Access.REMOTE_READ);
                 if (remote == null) {
