@@ -37,6 +37,19 @@ interface DataPath {
     /** Whether the last {@link #send(ChannelOutboundBuffer)} stopped before the end for want of credits or room. */
     boolean waitsForRoom();
 
+    /**
+     * Posts a keep-alive probe now: a zero-byte RDMA READ naming no memory, which completes only when the peer's device
+     * has answered it (on iWARP too); it takes a place in the send queue, not a credit. The caller checked
+     * {@link #hasRoom()}.
+     */
+    void sendProbe() throws IOException;
+
+    /** Whether a keep-alive probe is posted and not completed. */
+    boolean probeInFlight();
+
+    /** Whether send {@code slot} carries a keep-alive probe. */
+    boolean isProbe(int slot);
+
     /** Whether a work request can be posted now (the send queue has room). */
     boolean hasRoom();
 

@@ -33,6 +33,17 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     /** Bytes of the receive ring a connection exposes to its peer when the WRITE ring is used (default 1 MiB). */
     public static final ChannelOption<Integer> RING_SIZE = valueOf(RdmaChannelOption.class, "RING_SIZE");
 
+    /**
+     * Milliseconds of silence after which a connection probes its peer: a zero-byte RDMA READ, which only the peer's
+     * device answers (no receive is used, nothing reaches the pipeline). Work posted to the peer before one such
+     * interval and unanswered at its end fails the channel, also when it had nothing to send: a peer gone without a
+     * word (a host down, a cable pulled) is noticed within three intervals. 0: no probes (a side with nothing posted
+     * then never notices such a peer, as TCP without keep-alive). Default 5000, or the system property
+     * {@code org.nettyrdma.keepAliveMillis}.
+     */
+    public static final ChannelOption<Integer> KEEPALIVE_MILLIS = valueOf(RdmaChannelOption.class,
+            "KEEPALIVE_MILLIS");
+
     @SuppressWarnings({"unused", "deprecation"})
     private RdmaChannelOption() {
         super(null);

@@ -76,6 +76,12 @@ final class RdmaConnection {
     private int state;
     private Future<?> greetingWait;
     private Future<?> closeTimeout;
+    /** The keep-alive tick, every {@code KEEPALIVE_MILLIS} from the handshake on; null if off. */
+    private Future<?> keepAlive;
+    /** Whether a completion of this connection came since the last keep-alive tick. */
+    private boolean heard;
+    /** Whether work (a probe or a send) was posted and not completed at the last keep-alive tick. */
+    private boolean postedAtLastTick;
 
     /**
      * Creates the QP on {@code id} and posts the receives; with {@code knownPeer} (accepted) the send side too. On
@@ -209,6 +215,11 @@ final class RdmaConnection {
             throw protocolViolation("sent a RING message though the WRITE ring was not negotiated");
         }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing);
+        int keepAliveMillis = config.getKeepAliveMillis();
+        if (keepAliveMillis > 0) {
+            keepAlive = ch.eventLoop().scheduleWithFixedDelay(this::keepAliveTick, keepAliveMillis, keepAliveMillis,
+                    TimeUnit.MILLISECONDS);
+        }
         if (earlyPeerRing != null) {
             res.sends.peerRing(earlyPeerRing);
             earlyPeerRing = null;
@@ -525,8 +536,44 @@ final class RdmaConnection {
         }
     }
 
+    /**
+     * A tick of the keep-alive. A connection that heard nothing for a whole interval (no completion) posts a probe, a
+     * zero-byte RDMA READ that only the peer's device answers, so that nothing reaches its pipeline (a WRITE would not
+     * do on iWARP: it completes once the local TCP stack has taken it, also when the peer is gone). Work that
+     * was posted before the last tick and still has no completion means the peer's device acknowledges nothing: the
+     * peer is gone or unreachable, and the channel fails. The bound is this transport's own, not the device's retry
+     * settings: soft-iWARP retransmits over TCP for many minutes, and SoftRoCE was seen to retry a dead peer for longer
+     * than 30 s. A peer that only stopped reading still acknowledges (its device does), so it is never taken for gone.
+     */
+    private void keepAliveTick() {
+        // completions that arrived while this loop was busy elsewhere count: a stalled loop is not a silent peer
+        handler.pollNow();
+        boolean outstanding = postedAtLastTick;
+        postedAtLastTick = false;
+        if (heard) {
+            heard = false;
+        } else if (!is(SEND_OPEN) || is(DESTROYED | PEER_GONE | FAILED)) {
+            return;
+        } else if (!sends.isIdle()) {
+            if (outstanding) {
+                unsafe.fail(new IOException("keep-alive: the peer acknowledged nothing for "
+                        + config.getKeepAliveMillis() + " ms though work was posted to it: it is gone or unreachable "
+                        + "(RdmaChannelOption.KEEPALIVE_MILLIS)"));
+                return;
+            }
+        } else if (sends.hasRoom()) {
+            try {
+                sends.sendProbe();
+            } catch (IOException e) {
+                logger.debug("{}: keep-alive probe not posted, the connection is going down", ch, e);
+            }
+        }
+        postedAtLastTick = !sends.isIdle();
+    }
+
     /** The end of a batch of completions that touched this connection: read, send and close as they allow. */
     void onBatchComplete() {
+        heard = true;
         clear(TOUCHED);
         ch.counters().publish();
         if (ch.isConnecting()) {
@@ -660,9 +707,14 @@ final class RdmaConnection {
 
     private void onSendCompletion(int slot, int status) {
         boolean control = sends.isControl(slot);
+        boolean probe = sends.isProbe(slot);
         long n = sends.complete(slot);
         if (status != WcStatus.SUCCESS) {
-            if (control && is(FIN_RECEIVED)) {
+            if (probe && status != WcStatus.WR_FLUSH_ERR) {
+                // the pipeline hears why (a silent channel has no write to fail), then the channel closes
+                unsafe.fail(new IOException("keep-alive probe failed: " + WcStatus.name(status)
+                        + (status == WcStatus.RETRY_EXC_ERR ? " (the peer does not answer: gone or unreachable)" : "")));
+            } else if (control && is(FIN_RECEIVED)) {
                 // a CREDIT or FIN the peer no longer takes after its own FIN: it closed. What it sent before is
                 // delivered first, as on DISCONNECTED
                 unsafe.onDisconnected();
@@ -759,6 +811,9 @@ final class RdmaConnection {
         set(DESTROYED);
         if (closeTimeout != null) {
             closeTimeout.cancel(false);
+        }
+        if (keepAlive != null) {
+            keepAlive.cancel(false);
         }
         if (greetingWait != null) {
             greetingWait.cancel(false);

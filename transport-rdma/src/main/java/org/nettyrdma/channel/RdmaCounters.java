@@ -20,6 +20,7 @@ public final class RdmaCounters {
     long copiedBytes;
     long zeroCopyBytes;
     long creditStalls;
+    long keepAliveProbes;
     long receiveCopies;
     long receiveCopiedBytes;
     long ringBytesSent;
@@ -87,6 +88,12 @@ public final class RdmaCounters {
     public long creditStalls() {
         acquire();
         return creditStalls;
+    }
+
+    /** Keep-alive probes sent: zero-byte RDMA READs after {@code KEEPALIVE_MILLIS} of silence. */
+    public long keepAliveProbes() {
+        acquire();
+        return keepAliveProbes;
     }
 
     /**
@@ -162,6 +169,7 @@ public final class RdmaCounters {
         total.copiedBytes += copiedBytes;
         total.zeroCopyBytes += zeroCopyBytes;
         total.creditStalls += creditStalls;
+        total.keepAliveProbes += keepAliveProbes;
         total.receiveCopies += receiveCopies;
         total.receiveCopiedBytes += receiveCopiedBytes;
         total.ringBytesSent += ringBytesSent;
@@ -177,7 +185,8 @@ public final class RdmaCounters {
         return "RdmaCounters{bytesSent=" + bytesSent + ", bytesReceived=" + bytesReceived + ", messagesSent="
                 + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
                 + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes
-                + ", zeroCopyBytes=" + zeroCopyBytes + ", creditStalls=" + creditStalls + ", receiveCopies=" + receiveCopies
+                + ", zeroCopyBytes=" + zeroCopyBytes + ", creditStalls=" + creditStalls
+                + ", keepAliveProbes=" + keepAliveProbes + ", receiveCopies=" + receiveCopies
                 + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
                 + ", ringBytesReceived=" + ringBytesReceived + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';

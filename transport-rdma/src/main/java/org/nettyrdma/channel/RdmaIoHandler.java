@@ -201,6 +201,14 @@ public final class RdmaIoHandler implements IoHandler {
         return work;
     }
 
+    /**
+     * Handles the completions and CM events waiting now, from a task of this loop (never from a completion's
+     * handling): a keep-alive judges a connection's silence only after what its device reported was seen.
+     */
+    void pollNow() {
+        poll();
+    }
+
     private int poll() {
         int work = 0;
         for (int i = 0; i < devices.size(); i++) {

@@ -40,6 +40,7 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
     private volatile int maxLentReceiveBytes = 4 << 20;
     private volatile boolean writeRing = Boolean.getBoolean("org.nettyrdma.writeRing");
     private volatile int ringSize = 1 << 20;
+    private volatile int keepAliveMillis = Integer.getInteger("org.nettyrdma.keepAliveMillis", 5000);
 
     RdmaSocketChannelConfig(RdmaSocketChannel channel) {
         super(channel);
@@ -52,7 +53,7 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
                 IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_BUFFER_SIZE,
                 RdmaChannelOption.RECEIVE_BUFFER_COUNT, RdmaChannelOption.ZERO_COPY_THRESHOLD,
                 RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, RdmaChannelOption.MAX_LENT_RECEIVE_BYTES,
-                RdmaChannelOption.WRITE_RING, RdmaChannelOption.RING_SIZE);
+                RdmaChannelOption.WRITE_RING, RdmaChannelOption.RING_SIZE, RdmaChannelOption.KEEPALIVE_MILLIS);
     }
 
     @SuppressWarnings("unchecked")
@@ -94,6 +95,9 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
         if (option == RdmaChannelOption.CLOSE_TIMEOUT_MILLIS) {
             return (T) Integer.valueOf(getCloseTimeoutMillis());
         }
+        if (option == RdmaChannelOption.KEEPALIVE_MILLIS) {
+            return (T) Integer.valueOf(getKeepAliveMillis());
+        }
         if (option == RdmaChannelOption.MAX_LENT_RECEIVE_BYTES) {
             return (T) Integer.valueOf(getMaxLentReceiveBytes());
         }
@@ -133,6 +137,8 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
             setZeroCopyThreshold((Integer) value);
         } else if (option == RdmaChannelOption.CLOSE_TIMEOUT_MILLIS) {
             setCloseTimeoutMillis((Integer) value);
+        } else if (option == RdmaChannelOption.KEEPALIVE_MILLIS) {
+            setKeepAliveMillis((Integer) value);
         } else if (option == RdmaChannelOption.MAX_LENT_RECEIVE_BYTES) {
             setMaxLentReceiveBytes((Integer) value);
         } else if (option == RdmaChannelOption.WRITE_RING) {
@@ -191,6 +197,19 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
             throw new IllegalArgumentException("CLOSE_TIMEOUT_MILLIS: " + millis + " (expected >= 0)");
         }
         closeTimeoutMillis = millis;
+        return this;
+    }
+
+    /** Milliseconds of silence before a connection probes its peer; 0: never ({@link RdmaChannelOption#KEEPALIVE_MILLIS}). */
+    public int getKeepAliveMillis() {
+        return keepAliveMillis;
+    }
+
+    public RdmaSocketChannelConfig setKeepAliveMillis(int millis) {
+        if (millis < 0) {
+            throw new IllegalArgumentException("KEEPALIVE_MILLIS: " + millis + " (expected >= 0; 0: no probes)");
+        }
+        keepAliveMillis = millis;
         return this;
     }
 

@@ -71,6 +71,8 @@ final class SendQueue implements DataPath {
     /** SENDs posted since the last signalled one. */
     private int unsignalled;
     private boolean waitsForRoom;
+    /** The slot of the keep-alive probe in flight, or -1. */
+    private int probeSlot = -1;
     private long unsettledBytes;
     /**
      * Bytes of flushed messages settled when their SENDs were posted, not yet removed from the outbound buffer: SENDs
@@ -213,8 +215,7 @@ final class SendQueue implements DataPath {
         localRing.bind(wrs, 0, wrIdBase | bindSlot, 0);
         slotBytes[bindSlot] = 0;
         slotControl[bindSlot] = true;
-        inUse++; // a bind takes a place in the send queue, not a receive of the peer's
-        next = next + 1 == depth ? 0 : next + 1;
+        advance(); // a bind takes a place in the send queue, not a receive of the peer's
         int slot = next;
         int base = slot * messageSize;
         RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_RING, credits.takeOwed());
@@ -271,8 +272,36 @@ final class SendQueue implements DataPath {
     /** A SEND was posted in slot {@link #next}: it spent a credit and a place in the queue. */
     private void occupy() {
         credits.spend();
+        advance();
+    }
+
+    /** A work request was posted in slot {@link #next}: it took a place in the queue. */
+    private void advance() {
         inUse++;
         next = next + 1 == depth ? 0 : next + 1;
+    }
+
+    @Override
+    public void sendProbe() throws IOException {
+        int slot = next;
+        wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_READ, 0).remote(0, 0, 0);
+        post(1);
+        slotBytes[slot] = 0;
+        slotControl[slot] = true;
+        probeSlot = slot;
+        advance();
+        counters.keepAliveProbes++;
+        loopCounters.keepAliveProbes++;
+    }
+
+    @Override
+    public boolean probeInFlight() {
+        return probeSlot >= 0;
+    }
+
+    @Override
+    public boolean isProbe(int slot) {
+        return slot == probeSlot;
     }
 
     @Override
@@ -292,6 +321,9 @@ final class SendQueue implements DataPath {
         for (;;) {
             int retired = oldest;
             bytes += slotBytes[retired];
+            if (retired == probeSlot) {
+                probeSlot = -1;
+            }
             inUse--;
             oldest = retired + 1 == depth ? 0 : retired + 1;
             if (retired == slot) {

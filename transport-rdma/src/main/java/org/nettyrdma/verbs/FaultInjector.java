@@ -12,6 +12,13 @@ public interface FaultInjector {
      */
     void severLink(QueuePair qp);
 
+    /**
+     * Silences the link under a connected QP without any CM event: every send thereafter gets no answer at all, it
+     * stays posted, neither completed nor failed (a peer gone while the device retries for minutes, as soft-iWARP
+     * retransmits over TCP). A QP moved to ERROR still flushes it.
+     */
+    void silenceLink(QueuePair qp);
+
     /** Completions for {@code cq} become visible {@code delayNanos} after the work finished (0 restores). */
     void delayCompletions(CompletionQueue cq, long delayNanos);
 

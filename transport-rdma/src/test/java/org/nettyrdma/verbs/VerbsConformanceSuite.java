@@ -1691,6 +1691,45 @@ public abstract class VerbsConformanceSuite {
         }
     }
 
+    /**
+     * A zero-byte RDMA WRITE names no memory: key 0 and address 0 are not checked (IBA C9-88). The peer's device only
+     * acknowledges it, and no receive is consumed: the transport's keep-alive probe of an idle connection.
+     */
+    @Test
+    void zeroLengthWriteWithoutAKeyIsAcknowledged() throws Exception {
+        fx.connect(fx.options());
+        fx.wr(0, 2, WrOpcode.RDMA_WRITE, SIGNALED, null, 0, 0).remote(0, 0, 0);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        // nothing was consumed and the connection is fine: a SEND lands in the first receive posted after it
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        server.recv(3, in, 0, 64);
+        fx.wr(0, 4, WrOpcode.SEND, SIGNALED, null, 0, 0);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 4, WcStatus.SUCCESS);
+        assertWc(server.recvCompletion(), 3, WcStatus.SUCCESS);
+    }
+
+    /**
+     * A zero-byte RDMA READ names no memory either: key 0 and address 0 are not checked, and it completes only when the
+     * peer's device has answered it (on iWARP too, where a WRITE completes once the local TCP stack took it): the
+     * transport's keep-alive probe.
+     */
+    @Test
+    void zeroLengthReadWithoutAKeyIsAnswered() throws Exception {
+        fx.connect(fx.options());
+        fx.wr(0, 2, WrOpcode.RDMA_READ, SIGNALED, null, 0, 0).remote(0, 0, 0);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        // nothing was consumed and the connection is fine: a SEND lands in the first receive posted after it
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        server.recv(3, in, 0, 64);
+        fx.wr(0, 4, WrOpcode.SEND, SIGNALED, null, 0, 0);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 4, WcStatus.SUCCESS);
+        assertWc(server.recvCompletion(), 3, WcStatus.SUCCESS);
+    }
+
     /** A notification without data: zero bytes WRITTEN WITH IMMEDIATE, into a receive that has no SGE at all. */
     @Test
     void zeroLengthWriteWithImmFillsAReceiveWithoutSges() throws Exception {

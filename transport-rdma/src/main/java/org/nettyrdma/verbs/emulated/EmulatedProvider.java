@@ -81,6 +81,11 @@ public final class EmulatedProvider implements VerbsProvider {
         }
 
         @Override
+        public void silenceLink(QueuePair qp) {
+            ((EmulatedQueuePair) qp).silence();
+        }
+
+        @Override
         public void delayCompletions(CompletionQueue cq, long delayNanos) {
             ((EmulatedCompletionQueue) cq).delayNanos(delayNanos);
         }

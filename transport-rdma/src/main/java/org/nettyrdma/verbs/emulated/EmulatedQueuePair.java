@@ -29,6 +29,8 @@ final class EmulatedQueuePair implements QueuePair {
     /** The wire between two QPs; its monitor guards both QPs' queues. */
     static final class Link {
         boolean severed;
+        /** Sends get no answer: they stay posted (see {@code FaultInjector.silenceLink}). */
+        boolean silent;
     }
 
     private static final int RNR_WAIT = -1;
@@ -377,6 +379,9 @@ final class EmulatedQueuePair implements QueuePair {
                 flushSend();
                 return;
             }
+            if (link.silent) {
+                return;
+            }
             int slot = (int) (sqExec % sqSize);
             int status;
             if (injectedStatus != 0) {
@@ -481,9 +486,11 @@ final class EmulatedQueuePair implements QueuePair {
             }
             case WrOpcode.RDMA_WRITE:
             case WrOpcode.RDMA_WRITE_WITH_IMM: {
-                EmulatedMemoryRegion target = remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot], total,
-                        Access.REMOTE_WRITE);
-                if (target == null) {
+                // a zero-byte write names no memory: its key and address are not checked (IBA C9-88), and it only
+                // asks the peer's device for an acknowledgement (the transport's keep-alive probe)
+                EmulatedMemoryRegion target = total == 0 ? null : remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot],
+                        total, Access.REMOTE_WRITE);
+                if (target == null && total != 0) {
                     p.enterError();
                     return WcStatus.REM_ACCESS_ERR;
                 }
@@ -491,10 +498,12 @@ final class EmulatedQueuePair implements QueuePair {
                 if (imm && p.rqHead == p.rqTail) {
                     return noReceive(p);
                 }
-                oneAddr[0] = sqRemoteAddr[slot];
-                oneLen[0] = (int) total;
-                oneKey[0] = target.lkey();
-                copyOut(slot, inline, (int) total, oneAddr, oneLen, oneKey, 0);
+                if (target != null) {
+                    oneAddr[0] = sqRemoteAddr[slot];
+                    oneLen[0] = (int) total;
+                    oneKey[0] = target.lkey();
+                    copyOut(slot, inline, (int) total, oneAddr, oneLen, oneKey, 0);
+                }
                 if (imm) {
                     int rslot = (int) (p.rqHead % p.rqSize);
                     p.rqHead++;
@@ -504,6 +513,9 @@ final class EmulatedQueuePair implements QueuePair {
                 return WcStatus.SUCCESS;
             }
             case WrOpcode.RDMA_READ: {
+                if (total == 0) {
+                    return WcStatus.SUCCESS; // names no memory: no key is checked, the peer's device only answers
+                }
                 EmulatedMemoryRegion remote = remoteRegion(p, sqRemoteAddr[slot], sqRkey[slot], total,
                         Access.REMOTE_READ);
                 if (remote == null) {
@@ -780,6 +792,13 @@ final class EmulatedQueuePair implements QueuePair {
                 progressSend();
             }
             kickPeer();
+        }
+    }
+
+    void silence() {
+        Link l = link;
+        synchronized (l) {
+            l.silent = true;
         }
     }
 

@@ -1,0 +1,225 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.EventLoopGroup;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.Isolated;
+import org.nettyrdma.verbs.CmEventType;
+
+import java.net.InetSocketAddress;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
+
+/**
+ * The keep-alive ({@link RdmaChannelOption#KEEPALIVE_MILLIS}): a silent connection probes its peer with zero-byte RDMA
+ * WRITEs that the peer's device acknowledges and its pipeline never sees; a peer gone without a word fails the probe,
+ * and with it a channel that had nothing to send.
+ */
+@Isolated("transport-level checks: time bounds")
+@Execution(ExecutionMode.SAME_THREAD)
+class RdmaTransportKeepAliveTest {
+    private EventLoopGroup group;
+    private Channel server;
+    private final List<Channel> children = new CopyOnWriteArrayList<>();
+    private final List<Throwable> childErrors = new CopyOnWriteArrayList<>();
+
+    @BeforeEach
+    void setUp() {
+        group = RdmaTestSupport.newGroup(2, "keepalive");
+    }
+
+    @AfterEach
+    void tearDown() throws InterruptedException {
+        if (server != null) {
+            server.close().await(5, TimeUnit.SECONDS);
+        }
+        RdmaTestSupport.shutdown(group);
+    }
+
+    private void startEchoServer(int keepAliveMillis) throws InterruptedException {
+        server = RdmaTestSupport.serverBootstrap(group, group)
+                .childOption(RdmaChannelOption.KEEPALIVE_MILLIS, keepAliveMillis)
+                .childHandler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void handlerAdded(ChannelHandlerContext ctx) {
+                        children.add(ctx.channel());
+                    }
+
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        ctx.writeAndFlush(msg);
+                    }
+
+                    @Override
+                    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                        childErrors.add(cause);
+                        ctx.close();
+                    }
+                })
+                .bind(RdmaTestSupport.anyPort()).sync().channel();
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aSilentConnectionProbesItsPeerAndStaysUp() throws Exception {
+        startEchoServer(100);
+        CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
+        List<Object> clientEvents = new CopyOnWriteArrayList<>();
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
+                .option(RdmaChannelOption.KEEPALIVE_MILLIS, 100)
+                .handler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        echoed.complete((ByteBuf) msg);
+                    }
+
+                    @Override
+                    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                        clientEvents.add(cause);
+                    }
+                }).connect(server.localAddress()).sync().channel();
+        RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+        RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
+        // silence: both ends probe, every ~100 ms of it
+        RdmaTestSupport.awaitCondition("3 probes from each end", () -> client.counters().keepAliveProbes() >= 3
+                && child.counters().keepAliveProbes() >= 3, 20_000,
+                () -> "client " + client.counters() + ", child " + child.counters());
+        assertTrue(client.isActive() && child.isActive(), "a probe closed a live connection");
+        assertTrue(clientEvents.isEmpty() && childErrors.isEmpty(), () -> clientEvents + " " + childErrors);
+        // nothing reached either pipeline, and the stream is intact after the probes
+        client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {1, 2, 3, 4, 5})).sync();
+        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo after the probes", () -> "");
+        try {
+            assertEquals(Unpooled.wrappedBuffer(new byte[] {1, 2, 3, 4, 5}), back);
+        } finally {
+            back.release();
+        }
+        client.close().sync();
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aPeerGoneWithoutAWordFailsASilentChannel() throws Exception {
+        long millis = silentChildFailsAfter(false, "keep-alive probe failed");
+        System.out.println("[RdmaTransportKeepAliveTest] a silent child failed " + millis + " ms after its peer "
+                + "vanished (KEEPALIVE_MILLIS 200, the probe failed)");
+    }
+
+    /**
+     * A peer whose device answers nothing, not even a failure (soft-iWARP retransmits over TCP for minutes): the
+     * probe stays posted, and the next tick fails the channel on the transport's own bound.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aPeerThatAnswersNothingFailsASilentChannelWithinTwoIntervals() throws Exception {
+        long millis = silentChildFailsAfter(true, "keep-alive: the peer acknowledged nothing");
+        System.out.println("[RdmaTransportKeepAliveTest] a silent child failed " + millis + " ms after its peer "
+                + "stopped answering (KEEPALIVE_MILLIS 200, the probe unanswered)");
+    }
+
+    private long silentChildFailsAfter(boolean silence, String expected) throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "cutting a link without a CM event needs the emulated fabric's fault "
+                + "injector; across hosts, vm/two-host kills a guest");
+        startEchoServer(200);
+        try (HostilePeer peer = new HostilePeer()) {
+            assertEquals(CmEventType.ESTABLISHED, peer.connect((InetSocketAddress) server.localAddress(),
+                    RdmaProtocol.handshake(16384, 16)), () -> "" + peer);
+            peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
+            RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+            Channel child = children.get(0);
+            // the peer vanishes: no DISCONNECTED, nothing in flight on the child, nothing to send
+            if (silence) {
+                peer.provider.faults().silenceLink(peer.qp);
+            } else {
+                peer.provider.faults().severLink(peer.qp);
+            }
+            long cut = System.nanoTime();
+            assertTrue(child.closeFuture().await(20, TimeUnit.SECONDS), "the silent child is still open 20 s after "
+                    + "its peer vanished");
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - cut);
+            assertTrue(childErrors.stream().anyMatch(t -> String.valueOf(t.getMessage()).contains(expected)),
+                    () -> "errors: " + childErrors);
+            // at most: a tick that heard something, one that probes, one that finds the probe unanswered (+ slack)
+            assertTrue(millis < 3 * 200 + 2_000, () -> "failed only " + millis + " ms after");
+            return millis;
+        }
+    }
+
+    /** A loop busy for many intervals is not a silent peer: what its device reported meanwhile is seen first. */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aLoopBusyForManyIntervalsKeepsItsConnections() throws Exception {
+        startEchoServer(100);
+        CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
+                .option(RdmaChannelOption.KEEPALIVE_MILLIS, 100)
+                .handler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        echoed.complete((ByteBuf) msg);
+                    }
+                }).connect(server.localAddress()).sync().channel();
+        RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+        RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
+        for (int i = 0; i < 5; i++) {
+            RdmaTestSupport.awaitCondition("a probe in flight or just answered", () -> child.counters()
+                    .keepAliveProbes() > 0, 10_000, () -> "" + child.counters());
+            // both loops stall for 6 intervals, while probes may be posted and answered
+            child.eventLoop().submit(() -> sleep(600));
+            client.eventLoop().submit(() -> sleep(600)).sync();
+        }
+        assertTrue(client.isActive() && child.isActive(), "a busy loop was taken for a silent peer: " + childErrors);
+        client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {7})).sync();
+        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo after the stalls", () -> "");
+        try {
+            assertEquals(Unpooled.wrappedBuffer(new byte[] {7}), back);
+        } finally {
+            back.release();
+        }
+        client.close().sync();
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void withoutKeepAliveASilentChannelNeverNotices() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "cutting a link without a CM event needs the emulated fabric's fault "
+                + "injector");
+        startEchoServer(0);
+        try (HostilePeer peer = new HostilePeer()) {
+            assertEquals(CmEventType.ESTABLISHED, peer.connect((InetSocketAddress) server.localAddress(),
+                    RdmaProtocol.handshake(16384, 16)), () -> "" + peer);
+            peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0);
+            RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+            Channel child = children.get(0);
+            peer.provider.faults().severLink(peer.qp);
+            // the case the keep-alive exists for: as TCP without keep-alive, nothing tells the child
+            assertTrue(!child.closeFuture().await(2, TimeUnit.SECONDS) && child.isActive(),
+                    "the child noticed without probes: " + childErrors);
+            assertEquals(0, ((RdmaSocketChannel) child).counters().keepAliveProbes());
+            child.close().sync();
+        }
+    }
+}
