@@ -20,7 +20,8 @@ import java.util.ArrayDeque;
  * these bytes succeed when they are taken; the connection sends the copies, then its FIN (docs/protocol.md,
  * "Closing"). Its head bytes are the posted ones, so the {@link DataPath}'s count of unsettled bytes keeps applying.
  * A {@link FileRegion}'s posted bytes are in staging already: stand-ins of their length keep the count; the rest of
- * the region is copied like a buffer's. Event loop only.
+ * the region is copied like a buffer's (a {@code DefaultFileRegion}'s read from its file, {@link FileRegionReader}).
+ * Event loop only.
  */
 final class CloseLinger {
     /** Stands for bytes posted from staging: the data path skips posted bytes, so no byte of it is ever sent. */
@@ -92,11 +93,18 @@ final class CloseLinger {
         }
         ByteBuf copy = alloc.directBuffer((int) n);
         try {
-            WritableByteChannel into = Channels.newChannel(new ByteBufOutputStream(copy));
+            boolean direct = FileRegionReader.canRead(region);
+            WritableByteChannel into = direct ? null : Channels.newChannel(new ByteBufOutputStream(copy));
             while (region.transferred() < count) {
                 long position = region.transferred();
                 int written = copy.writerIndex();
-                region.transferTo(into, position);
+                if (direct) {
+                    // a DefaultFileRegion's bytes read from its file straight into the copy
+                    int read = FileRegionReader.read(region, copy.internalNioBuffer(written, copy.writableBytes()));
+                    copy.writerIndex(written + read);
+                } else {
+                    region.transferTo(into, position);
+                }
                 if (region.transferred() == position && copy.writerIndex() == written) {
                     throw new IOException("FileRegion " + region.getClass().getName() + " made no progress at "
                             + position + " of " + count);

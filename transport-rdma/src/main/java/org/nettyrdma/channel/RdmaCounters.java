@@ -19,6 +19,7 @@ public final class RdmaCounters {
     long copies;
     long copiedBytes;
     long zeroCopyBytes;
+    long fileReadBytes;
     long creditStalls;
     long keepAliveProbes;
     long receiveCopies;
@@ -82,6 +83,16 @@ public final class RdmaCounters {
     public long zeroCopyBytes() {
         acquire();
         return zeroCopyBytes;
+    }
+
+    /**
+     * Bytes of {@code DefaultFileRegion}s read straight from their file into registered staging memory (one copy, a
+     * positional read); they count in {@link #copiedBytes()} too. Other regions' bytes are copied by their
+     * {@code transferTo}.
+     */
+    public long fileReadBytes() {
+        acquire();
+        return fileReadBytes;
     }
 
     /** Times a flush stopped because the peer had granted no more credits. */
@@ -168,6 +179,7 @@ public final class RdmaCounters {
         total.copies += copies;
         total.copiedBytes += copiedBytes;
         total.zeroCopyBytes += zeroCopyBytes;
+        total.fileReadBytes += fileReadBytes;
         total.creditStalls += creditStalls;
         total.keepAliveProbes += keepAliveProbes;
         total.receiveCopies += receiveCopies;
@@ -185,8 +197,8 @@ public final class RdmaCounters {
         return "RdmaCounters{bytesSent=" + bytesSent + ", bytesReceived=" + bytesReceived + ", messagesSent="
                 + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
                 + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes
-                + ", zeroCopyBytes=" + zeroCopyBytes + ", creditStalls=" + creditStalls
-                + ", keepAliveProbes=" + keepAliveProbes + ", receiveCopies=" + receiveCopies
+                + ", zeroCopyBytes=" + zeroCopyBytes + ", fileReadBytes=" + fileReadBytes + ", creditStalls="
+                + creditStalls + ", keepAliveProbes=" + keepAliveProbes + ", receiveCopies=" + receiveCopies
                 + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
                 + ", ringBytesReceived=" + ringBytesReceived + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';

@@ -23,7 +23,8 @@ import java.nio.channels.WritableByteChannel;
  * the header and the bytes of small or unregistered buffers (copied); registered buffers of at least the zero-copy
  * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. The last
  * SEND of a chain is signalled, and one in {@link #SIGNAL_EVERY}; a completion settles the payload bytes of its SEND
- * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}. With protocol
+ * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}, a
+ * {@code DefaultFileRegion}'s read there straight from its file ({@link FileRegionReader}). With protocol
  * v2's WRITE ring (docs/protocol.md), registered pieces of at least a SEND's size go into the peer's ring by
  * WRITE_WITH_IMM instead, in the same walk and so in stream order. Allocates nothing per message. Event loop only.
  */
@@ -468,6 +469,7 @@ final class SendQueue implements DataPath {
             }
             skip = 0;
             long count = flushed.reach(region, index); // its count() when first reached: some shrink as written
+            boolean direct = FileRegionReader.canRead(region);
             long position;
             while ((position = region.transferred()) < count) {
                 if (!building && !begin()) {
@@ -483,7 +485,13 @@ final class SendQueue implements DataPath {
                 int n;
                 long advanced;
                 try {
-                    region.transferTo(stagingWriter, position);
+                    if (direct) {
+                        int read = FileRegionReader.read(region, stagingView);
+                        counters.fileReadBytes += read;
+                        loopCounters.fileReadBytes += read;
+                    } else {
+                        region.transferTo(stagingWriter, position);
+                    }
                 } finally {
                     // what reached staging is sent, also when transferTo failed part-way. The region's progress is
                     // what its transferred() says, as every Netty transport takes it: a region may write more bytes

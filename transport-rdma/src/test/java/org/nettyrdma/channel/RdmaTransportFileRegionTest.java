@@ -23,9 +23,11 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.channels.WritableByteChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -37,6 +39,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * {@link FileRegion} writes as file servers, HTTP static files and Spark's shuffle send them: {@link DefaultFileRegion}
@@ -167,18 +170,104 @@ class RdmaTransportFileRegionTest {
         server.close().sync();
     }
 
+    /**
+     * DefaultFileRegions are read from their file straight into staging (counted in {@code fileReadBytes}), custom
+     * regions through their transferTo: one at a non-zero position larger than a SEND, one of a File not opened
+     * before its write (opened by it, closed with its release), with a custom region and buffers between them.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void defaultFileRegionsAreReadFromTheirFileIntoStaging() throws Exception {
+        assumeTrue(FileRegionReader.isAvailable(), () -> "DefaultFileRegions go through transferTo here: "
+                + FileRegionReader.unavailabilityCause());
+        Collector collector = new Collector();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        Channel server = server(collector, errors);
+        Channel client = client(server);
+        int large = (1 << 20) + 5;
+        DefaultFileRegion atPosition = fileRegion(11, large);
+        DefaultFileRegion ofAFile = new DefaultFileRegion(file.toFile(), 100_003, 200_000);
+        assertFalse(ofAFile.isOpen(), "not opened before its write");
+        ArrayRegion custom = new ArrayRegion(content, 5000, 100_000, 777, Integer.MAX_VALUE);
+        List<ChannelFuture> writes = new ArrayList<>();
+        writes.add(client.write(Unpooled.wrappedBuffer(content, 0, 10)));
+        writes.add(client.write(atPosition));
+        writes.add(client.write(custom));
+        writes.add(client.write(Unpooled.wrappedBuffer(content, 20, 30)));
+        writes.add(client.writeAndFlush(ofAFile));
+        RdmaTestSupport.awaitAll(writes, 30_000, "the writes");
+        for (ChannelFuture f : writes) {
+            assertTrue(f.isSuccess(), () -> "write failed: " + RdmaTestSupport.describe(f.cause()));
+        }
+        RdmaCounters counters = ((RdmaSocketChannel) client).counters();
+        assertEquals(large + 200_000, counters.fileReadBytes(),
+                "the DefaultFileRegions' bytes, read from their file (and no custom region's): " + counters);
+        client.close().sync();
+        byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
+                () -> collector.bytes.size() + " bytes received");
+        ByteArrayOutputStream expected = new ByteArrayOutputStream();
+        expected.write(content, 0, 10);
+        expected.write(content, 11, large);
+        expected.write(content, 5000, 100_000);
+        expected.write(content, 20, 30);
+        expected.write(content, 100_003, 200_000);
+        assertArrayEquals(expected.toByteArray(), got, "the bytes received, in order");
+        assertEquals(0, atPosition.refCnt(), "a completed region is released");
+        assertEquals(0, ofAFile.refCnt(), "a completed region is released");
+        assertFalse(ofAFile.isOpen(), "the file a region opened is closed with its release");
+        assertTrue(errors.exceptions.isEmpty(), () -> "server exceptions: " + errors.exceptions);
+        server.close().sync();
+    }
+
+    /**
+     * A file truncated under a DefaultFileRegion, as epoll's sendfile path sees it: what the file still has arrives,
+     * then the region's write fails with an IOException that says so, and the channel closes.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aFileTruncatedUnderARegionFailsItsWriteAndClosesTheChannel() throws Exception {
+        Collector collector = new Collector();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        Channel server = server(collector, errors);
+        Channel client = client(server);
+        DefaultFileRegion region = fileRegion(1000, FILE_BYTES - 1000);
+        int left = (1 << 20) + 7;
+        try (FileChannel writer = FileChannel.open(file, StandardOpenOption.WRITE)) {
+            writer.truncate(left);
+        }
+        ChannelFuture first = client.write(Unpooled.wrappedBuffer(content, 0, 1000));
+        ChannelFuture broken = client.writeAndFlush(region);
+        assertTrue(broken.await(30, TimeUnit.SECONDS), "the region's write completes");
+        assertTrue(first.isSuccess(), () -> "the write before: " + RdmaTestSupport.describe(first.cause()));
+        assertFalse(broken.isSuccess(), "the write of a region whose file was truncated");
+        assertTrue(broken.cause() instanceof IOException, () -> RdmaTestSupport.describe(broken.cause()));
+        if (FileRegionReader.isAvailable()) {
+            String message = broken.cause().getMessage();
+            assertTrue(message.contains("truncated") && message.contains("ended at byte " + left), message);
+        }
+        assertTrue(client.closeFuture().await(10, TimeUnit.SECONDS), "the client closes");
+        byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
+                () -> collector.bytes.size() + " bytes received");
+        assertTrue(got.length <= left, "bytes received: " + got.length);
+        assertArrayEquals(Arrays.copyOf(content, got.length), got, "what arrived is the stream's start");
+        assertEquals(0, region.refCnt(), "the failed region is released");
+        server.close().sync();
+    }
+
     /** As over TCP: a close right after the write sends the region when it fits the send buffer, else fails it. */
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void closeRightAfterAFileRegionSendsItWithinTheSendBufferOrFailsIt() throws Exception {
-        // the first fits in SO_SNDBUF (2 MiB); of the second at most a send window is posted when the close comes
-        for (int count : new int[] {(1 << 20) + 5, FILE_BYTES}) {
+        // the first fits in SO_SNDBUF (2 MiB); of the second at most a send window is posted when the close comes; the
+        // third fits too, a region of a File, not opened before its write
+        for (int count : new int[] {(1 << 20) + 5, FILE_BYTES, (1 << 20) + 3}) {
+            boolean ofAFile = count == (1 << 20) + 3;
             Collector collector = new Collector();
             ExceptionRecorder errors = new ExceptionRecorder();
             Channel server = server(collector, errors);
             Channel client = client(server);
             client.config().setOption(ChannelOption.SO_SNDBUF, 2 << 20);
-            DefaultFileRegion region = fileRegion(11, count);
+            DefaultFileRegion region = ofAFile ? new DefaultFileRegion(file.toFile(), 11, count) : fileRegion(11, count);
             ChannelFuture write = client.writeAndFlush(region);
             client.close();
             assertTrue(write.await(30, TimeUnit.SECONDS), "the write completes");
@@ -195,6 +284,7 @@ class RdmaTransportFileRegionTest {
                 assertArrayEquals(Arrays.copyOf(sent, got.length), got, "what arrived of a failed write is its start");
             }
             assertEquals(0, region.refCnt(), "the region is released");
+            assertFalse(region.isOpen(), "the region's file is closed");
             assertTrue(errors.exceptions.isEmpty(), () -> "server exceptions: " + errors.exceptions);
             server.close().sync();
         }
