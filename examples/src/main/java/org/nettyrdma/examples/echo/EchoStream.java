@@ -7,6 +7,9 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.util.concurrent.Promise;
+import org.nettyrdma.channel.RdmaByteBufAllocator;
+import org.nettyrdma.channel.RdmaCounters;
+import org.nettyrdma.channel.RdmaIoHandler;
 import org.nettyrdma.examples.Transport;
 
 import java.net.InetSocketAddress;
@@ -25,8 +28,10 @@ import java.util.zip.CRC32C;
  * the failure was seen; a line "RESULT PASS|FAILED|HUNG|CLOSED ..." per connection. It also runs the echo example's
  * server and client (EchoServer, EchoClient) in the same JVM: vm/two-host uses it across two guests, where a JVM
  * takes half a minute to start. See {@code main}'s usage.
- * Exit code: 0 intact, 3 the connection failed (reported with its cause), 4 nothing happened within --limit seconds
- * of the last byte (a hang), 2 usage.
+ * At the end a line "RESOURCES released|LEAKED ...": no queue pair, registered connection memory or buffer may be
+ * left once the connections have ended, however they ended.
+ * Exit code: 0 intact, 3 the connection failed (reported with its cause) or resources were left, 4 nothing happened
+ * within --limit seconds of the last byte (a hang), 2 usage.
  */
 public final class EchoStream {
     static final int OK = 0;
@@ -116,10 +121,34 @@ public final class EchoStream {
                 long durationNs = (long) Math.min(seconds * 1e9, Long.MAX_VALUE);
                 rc = Math.max(rc, streams(transport, group, streams, bytes, durationNs, limitNs, parallel));
             }
+            rc = Math.max(rc, released(group, 10_000));
         } finally {
             group.shutdownGracefully(0, 2, TimeUnit.SECONDS);
         }
         System.exit(rc);
+    }
+
+    /**
+     * Once every connection has ended (intact, failed or hung): no queue pair is left, no registered memory of a
+     * connection, no buffer of the allocator in use — also after a link that went down or a peer that vanished. A line
+     * "RESOURCES released ..." or "RESOURCES LEAKED ..."; FAILED if something is still held {@code millis} later.
+     */
+    static int released(EventLoopGroup group, long millis) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        for (;;) {
+            RdmaCounters c = RdmaIoHandler.counters(group);
+            long inUse = RdmaByteBufAllocator.DEFAULT.bytesInUse();
+            if (c.queuePairs() == 0 && c.registeredBytes() == 0 && inUse == 0) {
+                say("RESOURCES released: no queue pair, no registered connection memory, no buffer in use");
+                return OK;
+            }
+            if (System.nanoTime() - deadline > 0) {
+                say("RESOURCES LEAKED " + millis + " ms after the last connection ended: " + c.queuePairs() + " queue pairs, "
+                        + c.registeredBytes() + " B registered by connections, " + inUse + " B of buffers in use");
+                return FAILED;
+            }
+            Thread.sleep(50);
+        }
     }
 
     /** "10.0.0.1:7,fd00::1:7": the port after the last colon. */

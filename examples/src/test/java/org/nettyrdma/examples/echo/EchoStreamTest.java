@@ -53,6 +53,24 @@ class EchoStreamTest {
         assertEquals(EchoStream.OK, EchoStream.stream(transport, group, address, 1 << 20, Long.MAX_VALUE,
                 TimeUnit.SECONDS.toNanos(30)));
         assertEquals(EchoStream.OK, server.get(30, TimeUnit.SECONDS));
+        assertEquals(EchoStream.OK, EchoStream.released(group, 10_000), "resources left after the stream");
+    }
+
+    /** The end-of-run check counts what a connection holds: with one open, it reports a leak. */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void resourcesStillHeldAreReported() throws Exception {
+        Channel server = transport.serverBootstrap(group).childHandler(new ChannelInboundHandlerAdapter())
+                .bind(new InetSocketAddress("127.0.0.1", 19305)).sync().channel();
+        Channel client = transport.bootstrap(group).handler(new ChannelInboundHandlerAdapter())
+                .connect(server.localAddress()).sync().channel();
+        try {
+            assertEquals(EchoStream.FAILED, EchoStream.released(group, 200), "an open connection was not counted");
+        } finally {
+            client.close().sync();
+            server.close().sync();
+        }
+        assertEquals(EchoStream.OK, EchoStream.released(group, 10_000), "resources left after the close");
     }
 
     @Test
