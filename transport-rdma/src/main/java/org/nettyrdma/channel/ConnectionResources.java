@@ -39,6 +39,8 @@ final class ConnectionResources {
      * without them (iWARP, siw) speak v1: docs/protocol.md, "Exposure for protocol v2".
      */
     final boolean offersWriteRing;
+    /** Whether this side may post RDMA READs (the device allows a READ in flight per QP): the keep-alive probes. */
+    final boolean canRead;
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannelConfig config;
     private final RdmaIoHandler handler;
@@ -67,6 +69,7 @@ final class ConnectionResources {
         maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
         reservedCqEntries = sqDepth + recvCount;
         offersWriteRing = config.isWriteRing() && limits.supportsMemoryWindows() && limits.supportsImmediateData();
+        canRead = limits.maxQpRdAtom() > 0;
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
         QueuePair createdQp = null;

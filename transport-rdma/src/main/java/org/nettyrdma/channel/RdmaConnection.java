@@ -216,7 +216,9 @@ final class RdmaConnection {
         }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing);
         int keepAliveMillis = config.getKeepAliveMillis();
-        if (keepAliveMillis > 0) {
+        if (keepAliveMillis > 0 && !res.canRead) {
+            logger.debug("{}: no keep-alive: the device allows no RDMA READ in flight (max_qp_rd_atom 0)", ch);
+        } else if (keepAliveMillis > 0) {
             keepAlive = ch.eventLoop().scheduleWithFixedDelay(this::keepAliveTick, keepAliveMillis, keepAliveMillis,
                     TimeUnit.MILLISECONDS);
         }

@@ -14,7 +14,10 @@ import org.junit.jupiter.api.parallel.Execution;
 import org.junit.jupiter.api.parallel.ExecutionMode;
 import org.junit.jupiter.api.parallel.Isolated;
 import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.DeviceAttributes;
+import org.nettyrdma.verbs.emulated.EmulatedFabric;
 
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -158,6 +161,56 @@ class RdmaTransportKeepAliveTest {
             assertTrue(millis < 3 * 200 + 2_000, () -> "failed only " + millis + " ms after");
             return millis;
         }
+    }
+
+    /**
+     * A device that allows no RDMA READ in flight ({@code max_qp_rd_atom} 0) cannot probe: its connections send no
+     * probe (a READ would break the QP) and work as ever. Emulated: a device of its own on the default fabric.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aDeviceWithoutReadsSendsNoProbes() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "a device without RDMA READ is made on the emulated fabric");
+        DeviceAttributes d = EmulatedFabric.defaultAttributes(DeviceAttributes.Transport.ROCE);
+        InetAddress address = InetAddress.getByName("10.99.0.1");
+        EmulatedFabric.defaultFabric().addDevice("noread0", new DeviceAttributes(d.transport(), d.maxQp(),
+                d.maxQpWr(), d.maxSge(), d.maxInlineData(), d.maxCqe(), d.maxMr(), d.maxMrSize(), 0, d.maxMw(),
+                d.capabilityFlags()), address);
+        server = RdmaTestSupport.serverBootstrap(group, group).childOption(RdmaChannelOption.KEEPALIVE_MILLIS, 50)
+                .childHandler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void handlerAdded(ChannelHandlerContext ctx) {
+                        children.add(ctx.channel());
+                    }
+
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        ctx.writeAndFlush(msg);
+                    }
+                }).bind(new InetSocketAddress(address, 0)).sync().channel();
+        CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
+                .option(RdmaChannelOption.KEEPALIVE_MILLIS, 50)
+                .handler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        echoed.complete((ByteBuf) msg);
+                    }
+                }).connect(server.localAddress()).sync().channel();
+        RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+        RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
+        Thread.sleep(500); // ten intervals of silence
+        assertEquals(0, client.counters().keepAliveProbes() + child.counters().keepAliveProbes(),
+                () -> "client " + client.counters() + ", child " + child.counters());
+        client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {9})).sync();
+        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
+        try {
+            assertEquals(Unpooled.wrappedBuffer(new byte[] {9}), back);
+        } finally {
+            back.release();
+        }
+        assertTrue(client.isActive() && child.isActive());
+        client.close().sync();
     }
 
     /** A loop busy for many intervals is not a silent peer: what its device reported meanwhile is seen first. */
