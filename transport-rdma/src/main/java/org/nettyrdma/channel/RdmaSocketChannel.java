@@ -703,7 +703,12 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 try {
                     conn.markClosing();
                     id.disconnect();
-                    return; // DISCONNECTED destroys
+                    if (!conn.isFailed()) {
+                        return; // DISCONNECTED destroys
+                    }
+                    // a failed connection's peer may never answer (gone, unreachable: the CM then retries its
+                    // disconnect request for a minute on RoCE): the QP, its memory and the id go now, and the peer,
+                    // if it is there, has the disconnect request already
                 } catch (VerbsException e) {
                     logger.debug("rdma_disconnect failed", e);
                 }

@@ -159,6 +159,12 @@ class RdmaTransportKeepAliveTest {
                     () -> "errors: " + childErrors);
             // at most: a tick that heard something, one that probes, one that finds the probe unanswered (+ slack)
             assertTrue(millis < 3 * 200 + 2_000, () -> "failed only " + millis + " ms after");
+            // its queue pair and memory go at once, not when the CM gives up on the unanswered disconnect (the
+            // emulated fabric: 10 s)
+            RdmaTestSupport.awaitCondition("the failed child's QP and memory released", () ->
+                    RdmaIoHandler.counters(group).queuePairs() == 0
+                            && RdmaIoHandler.counters(group).registeredBytes() == 0, 2_000,
+                    () -> "" + RdmaIoHandler.counters(group));
             return millis;
         }
     }

@@ -365,6 +365,16 @@ final class EmulatedCmId implements CmId {
             qp.moveToError();
         }
         state = State.DISCONNECTED;
+        if (qp != null && qp.isLinkCut()) {
+            // the disconnect request reaches nobody: the peer hears nothing, and this side learns of the end only when
+            // the CM gives up waiting for an answer (as IB CM's DREQ time-out)
+            fabric.schedule(() -> {
+                synchronized (fabric) {
+                    reportDisconnect();
+                }
+            }, TimeUnit.MILLISECONDS.toNanos(fabric.cmResponseTimeoutMillis()));
+            return;
+        }
         reportDisconnect();
         if (peer != null) {
             peer.reportDisconnect();

@@ -28,9 +28,10 @@ import java.util.concurrent.ScheduledFuture;
 final class EmulatedQueuePair implements QueuePair {
     /** The wire between two QPs; its monitor guards both QPs' queues. */
     static final class Link {
-        boolean severed;
+        // volatile: also read without the link's monitor (isLinkCut, under the fabric's)
+        volatile boolean severed;
         /** Sends get no answer: they stay posted (see {@code FaultInjector.silenceLink}). */
-        boolean silent;
+        volatile boolean silent;
     }
 
     private static final int RNR_WAIT = -1;
@@ -793,6 +794,12 @@ final class EmulatedQueuePair implements QueuePair {
             }
             kickPeer();
         }
+    }
+
+    /** Whether the link under this QP was severed or silenced (FaultInjector): nothing reaches the peer. */
+    boolean isLinkCut() {
+        Link l = link;
+        return l.severed || l.silent;
     }
 
     void silence() {
