@@ -41,26 +41,7 @@ public class FileRegionCopyBenchmark {
     private FileChannel channel;
     private final ByteBuffer staging = ByteBuffer.allocateDirect(16 * SLOT);
     private final ByteBuffer view = staging.duplicate();
-    private final WritableByteChannel into = new WritableByteChannel() {
-        @Override
-        public int write(ByteBuffer src) {
-            int n = Math.min(src.remaining(), view.remaining());
-            int limit = src.limit();
-            src.limit(src.position() + n);
-            view.put(src);
-            src.limit(limit);
-            return n;
-        }
-
-        @Override
-        public boolean isOpen() {
-            return true;
-        }
-
-        @Override
-        public void close() {
-        }
-    };
+    private final WritableByteChannel into = new ByteBufferSink(view);
     private DefaultFileRegion region;
     private int slot;
 

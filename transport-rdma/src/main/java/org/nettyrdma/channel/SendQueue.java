@@ -15,7 +15,6 @@ import org.nettyrdma.verbs.WrOpcode;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.channels.WritableByteChannel;
 
 /**
  * Protocol v1's data path (docs/protocol.md, "Sending"): flushed bytes become SENDs of at most the message size, one
@@ -64,7 +63,7 @@ final class SendQueue implements DataPath {
     /** Whether each slot's SEND is a control message (CREDIT, FIN). */
     private final boolean[] slotControl;
     private final Builder builder = new Builder();
-    private final StagingWriter stagingWriter = new StagingWriter();
+    private final ByteBufferSink stagingWriter;
     private int inUse;
     private int next;
     /** The oldest slot not retired: completions retire slots from here, in order. */
@@ -116,6 +115,7 @@ final class SendQueue implements DataPath {
             throw e;
         }
         stagingView = staging.memory().duplicate();
+        stagingWriter = new ByteBufferSink(stagingView);
         wrs = new WorkRequestList(Math.min(depth, MAX_CHAIN), maxSge);
         slotBytes = new long[depth];
         slotControl = new boolean[depth];
@@ -638,29 +638,6 @@ final class SendQueue implements DataPath {
                     building = false;
                 }
             }
-        }
-    }
-
-    /** Takes what a FileRegion transfers into the staging view's room (position to limit). Allocates nothing. */
-    private final class StagingWriter implements WritableByteChannel {
-        @Override
-        public int write(ByteBuffer src) {
-            int n = Math.min(src.remaining(), stagingView.remaining());
-            int limit = src.limit();
-            src.limit(src.position() + n);
-            stagingView.put(src);
-            src.limit(limit);
-            return n;
-        }
-
-        @Override
-        public boolean isOpen() {
-            return true;
-        }
-
-        @Override
-        public void close() {
-            // staging outlives any region
         }
     }
 }

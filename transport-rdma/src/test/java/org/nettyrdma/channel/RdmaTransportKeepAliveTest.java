@@ -55,6 +55,10 @@ class RdmaTransportKeepAliveTest {
     }
 
     private void startEchoServer(int keepAliveMillis) throws InterruptedException {
+        startEchoServer(keepAliveMillis, RdmaTestSupport.anyPort());
+    }
+
+    private void startEchoServer(int keepAliveMillis, InetSocketAddress at) throws InterruptedException {
         server = RdmaTestSupport.serverBootstrap(group, group)
                 .childOption(RdmaChannelOption.KEEPALIVE_MILLIS, keepAliveMillis)
                 .childHandler(new ChannelInboundHandlerAdapter() {
@@ -74,7 +78,32 @@ class RdmaTransportKeepAliveTest {
                         ctx.close();
                     }
                 })
-                .bind(RdmaTestSupport.anyPort()).sync().channel();
+                .bind(at).sync().channel();
+    }
+
+    /** A client with {@code keepAliveMillis} whose first received message completes {@code echoed}. */
+    private RdmaSocketChannel connect(int keepAliveMillis, CompletableFuture<ByteBuf> echoed)
+            throws InterruptedException {
+        return (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
+                .option(RdmaChannelOption.KEEPALIVE_MILLIS, keepAliveMillis)
+                .handler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        echoed.complete((ByteBuf) msg);
+                    }
+                }).connect(server.localAddress()).sync().channel();
+    }
+
+    /** {@code bytes} written by {@code client} come back intact through the echo server. */
+    private static void assertEchoed(Channel client, CompletableFuture<ByteBuf> echoed, byte... bytes)
+            throws Exception {
+        client.writeAndFlush(Unpooled.wrappedBuffer(bytes)).sync();
+        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
+        try {
+            assertEquals(Unpooled.wrappedBuffer(bytes), back);
+        } finally {
+            back.release();
+        }
     }
 
     @Test
@@ -105,13 +134,7 @@ class RdmaTransportKeepAliveTest {
         assertTrue(client.isActive() && child.isActive(), "a probe closed a live connection");
         assertTrue(clientEvents.isEmpty() && childErrors.isEmpty(), () -> clientEvents + " " + childErrors);
         // nothing reached either pipeline, and the stream is intact after the probes
-        client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {1, 2, 3, 4, 5})).sync();
-        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo after the probes", () -> "");
-        try {
-            assertEquals(Unpooled.wrappedBuffer(new byte[] {1, 2, 3, 4, 5}), back);
-        } finally {
-            back.release();
-        }
+        assertEchoed(client, echoed, (byte) 1, (byte) 2, (byte) 3, (byte) 4, (byte) 5);
         client.close().sync();
     }
 
@@ -182,39 +205,15 @@ class RdmaTransportKeepAliveTest {
         EmulatedFabric.defaultFabric().addDevice("noread0", new DeviceAttributes(d.transport(), d.maxQp(),
                 d.maxQpWr(), d.maxSge(), d.maxInlineData(), d.maxCqe(), d.maxMr(), d.maxMrSize(), 0, d.maxMw(),
                 d.capabilityFlags()), address);
-        server = RdmaTestSupport.serverBootstrap(group, group).childOption(RdmaChannelOption.KEEPALIVE_MILLIS, 50)
-                .childHandler(new ChannelInboundHandlerAdapter() {
-                    @Override
-                    public void handlerAdded(ChannelHandlerContext ctx) {
-                        children.add(ctx.channel());
-                    }
-
-                    @Override
-                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                        ctx.writeAndFlush(msg);
-                    }
-                }).bind(new InetSocketAddress(address, 0)).sync().channel();
+        startEchoServer(50, new InetSocketAddress(address, 0));
         CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
-        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
-                .option(RdmaChannelOption.KEEPALIVE_MILLIS, 50)
-                .handler(new ChannelInboundHandlerAdapter() {
-                    @Override
-                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                        echoed.complete((ByteBuf) msg);
-                    }
-                }).connect(server.localAddress()).sync().channel();
+        RdmaSocketChannel client = connect(50, echoed);
         RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
         RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
         Thread.sleep(500); // ten intervals of silence
         assertEquals(0, client.counters().keepAliveProbes() + child.counters().keepAliveProbes(),
                 () -> "client " + client.counters() + ", child " + child.counters());
-        client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {9})).sync();
-        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
-        try {
-            assertEquals(Unpooled.wrappedBuffer(new byte[] {9}), back);
-        } finally {
-            back.release();
-        }
+        assertEchoed(client, echoed, (byte) 9);
         assertTrue(client.isActive() && child.isActive());
         client.close().sync();
     }
@@ -225,14 +224,7 @@ class RdmaTransportKeepAliveTest {
     void aLoopBusyForManyIntervalsKeepsItsConnections() throws Exception {
         startEchoServer(100);
         CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
-        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
-                .option(RdmaChannelOption.KEEPALIVE_MILLIS, 100)
-                .handler(new ChannelInboundHandlerAdapter() {
-                    @Override
-                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                        echoed.complete((ByteBuf) msg);
-                    }
-                }).connect(server.localAddress()).sync().channel();
+        RdmaSocketChannel client = connect(100, echoed);
         RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
         RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
         for (int i = 0; i < 5; i++) {
@@ -243,13 +235,7 @@ class RdmaTransportKeepAliveTest {
             client.eventLoop().submit(() -> sleep(600)).sync();
         }
         assertTrue(client.isActive() && child.isActive(), "a busy loop was taken for a silent peer: " + childErrors);
-        client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {7})).sync();
-        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo after the stalls", () -> "");
-        try {
-            assertEquals(Unpooled.wrappedBuffer(new byte[] {7}), back);
-        } finally {
-            back.release();
-        }
+        assertEchoed(client, echoed, (byte) 7);
         client.close().sync();
     }
 
