@@ -41,6 +41,13 @@ final class ConnectionResources {
     final boolean offersWriteRing;
     /** Whether this side may post RDMA READs (the device allows a READ in flight per QP): the keep-alive probes. */
     final boolean canRead;
+    /** Whether the device is iWARP: connection set-up and close differ there (docs/protocol.md). */
+    final boolean iwarp;
+    /**
+     * Whether an orderly close waits for a zero-byte READ after its FIN before it disconnects: on iWARP, where a SEND
+     * completes once the data is in the host's TCP send buffer, not once the peer has it (docs/protocol.md).
+     */
+    final boolean fencesClose;
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannelConfig config;
     private final RdmaIoHandler handler;
@@ -70,6 +77,8 @@ final class ConnectionResources {
         reservedCqEntries = sqDepth + recvCount;
         offersWriteRing = config.isWriteRing() && limits.supportsMemoryWindows() && limits.supportsImmediateData();
         canRead = limits.maxQpRdAtom() > 0;
+        iwarp = limits.transport() == DeviceAttributes.Transport.IWARP;
+        fencesClose = canRead && iwarp;
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
         QueuePair createdQp = null;

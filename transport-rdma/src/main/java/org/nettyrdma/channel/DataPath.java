@@ -38,11 +38,12 @@ interface DataPath {
     boolean waitsForRoom();
 
     /**
-     * Posts a keep-alive probe now: a zero-byte RDMA READ naming no memory, which completes only when the peer's device
-     * has answered it (on iWARP too); it takes a place in the send queue, not a credit. The caller checked
+     * Posts a probe now: a zero-byte RDMA READ naming no memory, which completes only when the peer's device has
+     * answered it (on iWARP too), so after it has taken everything posted before; it takes a place in the send queue,
+     * not a credit. A keep-alive probe ({@code keepAlive}, counted) or the close's fence on iWARP. The caller checked
      * {@link #hasRoom()}.
      */
-    void sendProbe() throws IOException;
+    void sendProbe(boolean keepAlive) throws IOException;
 
     /** Whether a keep-alive probe is posted and not completed. */
     boolean probeInFlight();

@@ -25,11 +25,9 @@ import java.util.concurrent.TimeUnit;
  */
 final class RdmaConnection {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
-    /** How long an accepted channel waits for the connecting side's greeting before it sends anyway. */
-    private static final long GREETING_WAIT_MILLIS = 250;
 
     // the lifecycle, one bit each
-    /** Sends may be posted: at once when connecting, after the peer's first message when accepted. */
+    /** Sends may be posted: at once when connecting; when accepted, after the peer's first message or ESTABLISHED. */
     private static final int SEND_OPEN = 1;
     /** A completion is removing bytes from the outbound buffer: writes wait until it is done. */
     private static final int REMOVING = 1 << 1;
@@ -53,6 +51,15 @@ final class RdmaConnection {
     private static final int TOUCHED = 1 << 13;
     /** Protocol v2: this side's ring was bound and its RING message posted. */
     private static final int RING_OFFERED = 1 << 14;
+    /** iWARP: the close's fence (a zero-byte READ after the FIN) is posted; its completion lets the close finish. */
+    private static final int FENCE_POSTED = 1 << 15;
+    /** A message from the peer has arrived. */
+    private static final int PEER_SPOKE = 1 << 16;
+    /**
+     * iWARP: how long the connecting side waits for a first message from the accepted side before it greets once
+     * more (see {@link #greet()}).
+     */
+    private static final long SECOND_GREETING_MILLIS = 200;
 
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
@@ -74,7 +81,6 @@ final class RdmaConnection {
     /** What the end of output still sends: flushed writes not posted when the channel closed. */
     private CloseLinger linger;
     private int state;
-    private Future<?> greetingWait;
     private Future<?> closeTimeout;
     /** The keep-alive tick, every {@code KEEPALIVE_MILLIS} from the handshake on; null if off. */
     private Future<?> keepAlive;
@@ -226,23 +232,20 @@ final class RdmaConnection {
             res.sends.peerRing(earlyPeerRing);
             earlyPeerRing = null;
         }
-        // the connecting side sends first (its greeting, see greet()); the accepted side waits for it
+        // the connecting side sends first (its greeting, see greet()); the accepted side waits for it or ESTABLISHED
         if (ch.parent() == null) {
             set(SEND_OPEN);
-        } else {
-            greetingWait = ch.eventLoop().schedule(this::greetingLate, GREETING_WAIT_MILLIS, TimeUnit.MILLISECONDS);
         }
     }
 
     /**
-     * No greeting {@value #GREETING_WAIT_MILLIS} ms after the accept: send anyway. By then the connecting side's QP is
-     * ready; its greeting is late or lost (on soft-iWARP under load, one connection in ~500 never had its greeting
-     * delivered to the accepting side).
+     * An accepted channel's ESTABLISHED. On InfiniBand and RoCE the connecting side has finished the set-up (its QP is
+     * ready, it sent the RTU), so this side may send even before the greeting has arrived. Not on iWARP: soft-iWARP
+     * reports it as soon as it has sent the MPA reply, and data that reaches the initiator while it still parses that
+     * reply fails its connect (CONNECT_ERROR, EINVAL); there only the greeting opens the send side.
      */
-    private void greetingLate() {
-        greetingWait = null;
-        if (!is(SEND_OPEN | DESTROYED)) {
-            logger.debug("{}: no greeting from the peer within {} ms, sending anyway", ch, GREETING_WAIT_MILLIS);
+    void peerEstablished() {
+        if (!res.iwarp && !is(SEND_OPEN | DESTROYED) && sends != null) {
             openSendSide();
             onBatchComplete();
         }
@@ -250,10 +253,6 @@ final class RdmaConnection {
 
     private void openSendSide() {
         set(SEND_OPEN);
-        if (greetingWait != null) {
-            greetingWait.cancel(false);
-            greetingWait = null;
-        }
         offerRing();
     }
 
@@ -285,6 +284,26 @@ final class RdmaConnection {
      */
     void greet() {
         if (!offerRing()) { // with the WRITE ring, the RING message is the greeting (no credit spent on a CREDIT)
+            postControl(RdmaProtocol.TYPE_CREDIT);
+        }
+        if (res.iwarp) {
+            ch.eventLoop().schedule(this::greetAgain, SECOND_GREETING_MILLIS, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    /**
+     * iWARP: nothing from the accepted side {@value #SECOND_GREETING_MILLIS} ms after the greeting; it may never have
+     * seen it. Soft-iWARP installs its receive path on an accepted connection only after it has sent the MPA reply,
+     * and a frame that arrives in between stays unread in the socket until the next one arrives (once in about 500
+     * connections on a loaded machine): a second CREDIT of 0 credits is that next frame. Harmless when the greeting
+     * did arrive (the peer is only slow, or has nothing to say): the peer takes it like any CREDIT message. It needs
+     * a data credit (rules of docs/protocol.md, "Credits"); a side without one has sent frames since anyway.
+     */
+    private void greetAgain() {
+        if (!is(PEER_SPOKE | DESTROYED | FAILED | PEER_GONE | FIN_SENT | CLOSING) && credits.canSendData()
+                && sends.hasRoom()) {
+            logger.debug("{}: no message from the peer {} ms after the greeting; greeting again", ch,
+                    SECOND_GREETING_MILLIS);
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
     }
@@ -328,6 +347,7 @@ final class RdmaConnection {
             return;
         }
         ch.counters().completions++;
+        set(PEER_SPOKE);
         if (!is(SEND_OPEN)) {
             openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
         }
@@ -554,7 +574,16 @@ final class RdmaConnection {
         postedAtLastTick = false;
         if (heard) {
             heard = false;
-        } else if (!is(SEND_OPEN) || is(DESTROYED | PEER_GONE | FAILED)) {
+        } else if (is(DESTROYED | PEER_GONE | FAILED)) {
+            return;
+        } else if (!is(SEND_OPEN)) {
+            if (outstanding) {
+                unsafe.fail(new IOException("the connecting side did not finish setting up the connection within "
+                        + config.getKeepAliveMillis() + " ms of the accept (neither RDMA CM's ESTABLISHED nor a "
+                        + "message came): it is gone, or not netty-rdma (RdmaChannelOption.KEEPALIVE_MILLIS)"));
+                return;
+            }
+            postedAtLastTick = true; // one more tick to finish the set-up
             return;
         } else if (!sends.isIdle()) {
             if (outstanding) {
@@ -565,7 +594,7 @@ final class RdmaConnection {
             }
         } else if (sends.hasRoom()) {
             try {
-                sends.sendProbe();
+                sends.sendProbe(true);
             } catch (IOException e) {
                 logger.debug("{}: keep-alive probe not posted, the connection is going down", ch, e);
             }
@@ -711,6 +740,13 @@ final class RdmaConnection {
         boolean control = sends.isControl(slot);
         boolean probe = sends.isProbe(slot);
         long n = sends.complete(slot);
+        if (probe && is(FENCE_POSTED)) {
+            if (status != WcStatus.SUCCESS) {
+                logger.debug("{}: the close's fence failed ({}); disconnecting", ch, WcStatus.name(status));
+            }
+            maybeFinishClose(); // the channel is closed: nobody to tell of a failure; the close ends either way
+            return;
+        }
         if (status != WcStatus.SUCCESS) {
             if (probe && status != WcStatus.WR_FLUSH_ERR) {
                 // the pipeline hears why (a silent channel has no write to fail), then the channel closes
@@ -798,11 +834,27 @@ final class RdmaConnection {
         maybeFinishClose();
     }
 
-    /** FIN sent and every send completed: disconnect (the peer has all our data). */
+    /**
+     * FIN sent and every send completed: disconnect (the peer has all our data). On iWARP a completed SEND is only in
+     * this host's TCP send buffer, and the disconnect can reset the TCP connection (it does when data the peer sent is
+     * still unread in the socket, a CREDIT or the greeting), which drops what the peer has not yet received: so a
+     * zero-byte READ goes after the FIN first, and only its answer, which the peer's device sends once it has taken
+     * everything before it, lets the close finish.
+     */
     private void maybeFinishClose() {
-        if (is(FIN_SENT) && sends.isIdle() && !is(DESTROYED)) {
-            unsafe.abort();
+        if (!is(FIN_SENT) || !sends.isIdle() || is(DESTROYED)) {
+            return;
         }
+        if (res.fencesClose && !is(FENCE_POSTED | PEER_GONE | FAILED)) {
+            set(FENCE_POSTED);
+            try {
+                sends.sendProbe(false);
+                return;
+            } catch (IOException e) {
+                logger.debug("{}: the close's fence was not posted; disconnecting", ch, e);
+            }
+        }
+        unsafe.abort();
     }
 
     /** Frees everything, in reverse order of creation: the QP first, so that no work request references memory. */
@@ -816,9 +868,6 @@ final class RdmaConnection {
         }
         if (keepAlive != null) {
             keepAlive.cancel(false);
-        }
-        if (greetingWait != null) {
-            greetingWait.cancel(false);
         }
         if (res.destroy() && linger != null) {
             linger.release(); // its bytes in flight are no longer read: the QP is gone

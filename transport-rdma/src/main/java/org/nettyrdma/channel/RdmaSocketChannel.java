@@ -536,7 +536,10 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
         private void onEstablished(CmEvent event) {
             if (parent() != null) {
-                return; // an accepted channel is active since its accept
+                if (conn != null) {
+                    conn.peerEstablished(); // active since its accept; now it may send without the greeting
+                }
+                return;
             }
             PendingConnect c = connecting;
             if (conn == null || state != CONNECTING || c == null) {

@@ -283,7 +283,7 @@ final class SendQueue implements DataPath {
     }
 
     @Override
-    public void sendProbe() throws IOException {
+    public void sendProbe(boolean keepAlive) throws IOException {
         int slot = next;
         wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_READ, 0).remote(0, 0, 0);
         post(1);
@@ -291,8 +291,10 @@ final class SendQueue implements DataPath {
         slotControl[slot] = true;
         probeSlot = slot;
         advance();
-        counters.keepAliveProbes++;
-        loopCounters.keepAliveProbes++;
+        if (keepAlive) {
+            counters.keepAliveProbes++;
+            loopCounters.keepAliveProbes++;
+        }
     }
 
     @Override

@@ -72,6 +72,17 @@ final class HostilePeer implements AutoCloseable {
 
     /** Resolves, creates the QP, posts the receives and connects: the event that ends the attempt. */
     CmEventType connect(InetSocketAddress to, byte[] privateData) throws Exception {
+        startConnect(to, privateData);
+        CmEventType type = nextEvent(10_000);
+        if (type == CmEventType.REJECTED) {
+            rejectText = RdmaProtocol.rejectMessage(event.privateData(), event.privateDataLength());
+            rejectReason = rejectText == null ? 0 : ByteBuffer.wrap(event.privateData()).getShort(6) & 0xffff;
+        }
+        return type;
+    }
+
+    /** Resolves, creates the QP with its receives posted and connects; takes no event after the connect. */
+    void startConnect(InetSocketAddress to, byte[] privateData) throws Exception {
         id.resolveAddress(null, to, 2000);
         assertEquals(CmEventType.ADDR_RESOLVED, nextEvent(10_000), this::toString);
         id.resolveRoute(2000);
@@ -86,12 +97,6 @@ final class HostilePeer implements AutoCloseable {
             postRecv(slot);
         }
         id.connect(new ConnectionParameters(privateData, 1, 1, 7, 7));
-        CmEventType type = nextEvent(10_000);
-        if (type == CmEventType.REJECTED) {
-            rejectText = RdmaProtocol.rejectMessage(event.privateData(), event.privateDataLength());
-            rejectReason = rejectText == null ? 0 : ByteBuffer.wrap(event.privateData()).getShort(6) & 0xffff;
-        }
-        return type;
     }
 
     /** A SEND of a protocol header ({@code type}, {@code credits}) and {@code payload} bytes of 0xEE. */

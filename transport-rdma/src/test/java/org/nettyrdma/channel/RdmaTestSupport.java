@@ -79,6 +79,23 @@ final class RdmaTestSupport {
         return RdmaIoHandlerConfig.PROVIDER_NATIVE.equals(provider());
     }
 
+    /**
+     * An address of an emulated iWARP device (siw's limits: no immediate data, no memory windows) on the default
+     * emulated fabric, added on first use: for what differs on iWARP (connection set-up, close) on the host.
+     */
+    static synchronized InetAddress emulatedIwarpAddress() throws java.net.UnknownHostException {
+        InetAddress address = InetAddress.getByName("10.99.0.2");
+        if (!emulatedIwarpAdded) {
+            org.nettyrdma.verbs.emulated.EmulatedFabric.defaultFabric().addDevice("emuiw0",
+                    org.nettyrdma.verbs.emulated.EmulatedFabric.defaultAttributes(
+                            org.nettyrdma.verbs.DeviceAttributes.Transport.IWARP), address);
+            emulatedIwarpAdded = true;
+        }
+        return address;
+    }
+
+    private static boolean emulatedIwarpAdded;
+
     /** The IP servers bind to and clients connect to: 127.0.0.1 unless {@value #ADDRESS_PROPERTY} says. */
     static String address() {
         return System.getProperty(ADDRESS_PROPERTY, "127.0.0.1");

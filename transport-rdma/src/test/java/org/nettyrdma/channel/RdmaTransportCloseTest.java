@@ -28,6 +28,7 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.lang.management.ManagementFactory;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
@@ -48,6 +49,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
@@ -223,6 +225,63 @@ class RdmaTransportCloseTest {
                 assertTrue(reader.exceptions.isEmpty(), () -> "client exceptionCaught: " + state.get());
                 assertEquals(List.of("inactive@" + reply), reader.events, state.get());
             }
+            assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
+        } finally {
+            server.close().sync();
+        }
+    }
+
+    /**
+     * iWARP: an orderly close posts a zero-byte READ after its FIN and disconnects only once the peer's device has
+     * answered it (a SEND's completion there says only that the data is in the host's TCP send buffer: on soft-iWARP a
+     * disconnect right after it reset the connection and cut the reply short; docs/protocol.md). Emulated: an iWARP
+     * device of its own, a peer that stays open after the FIN; the close with its READ must end long before the close
+     * time-out, with everything delivered and the QP freed. (The loss the READ prevents happens only on soft-iWARP:
+     * the emulated fabric delivers a SEND before it completes it; siw0 runs the other close tests with it.)
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void orderlyCloseOnIwarpEndsWhenItsReadAfterTheFinIsAnswered() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "an iWARP device of its own is made on the emulated fabric (siw0 runs "
+                + "the other close tests with the fence)");
+        InetAddress address = RdmaTestSupport.emulatedIwarpAddress();
+        int reply = 16_380 * 5 + 11;
+        Pattern pattern = Pattern.standard();
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        CompletableFuture<Long> closedAfter = new CompletableFuture<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, 30_000)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelActive(ChannelHandlerContext ctx) {
+                                ByteBuf b = ctx.alloc().directBuffer(reply);
+                                pattern.writeTo(b, 0, reply);
+                                long start = System.nanoTime();
+                                ctx.writeAndFlush(b).addListener(ChannelFutureListener.CLOSE);
+                                ctx.channel().closeFuture().addListener(f -> closedAfter.complete(
+                                        TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)));
+                            }
+                        }, serverErrors);
+                    }
+                }).bind(new InetSocketAddress(address, 0)).sync().channel();
+        try {
+            // the client stays open after the server's FIN (half-closure), so that only the server's own disconnect,
+            // which follows the READ's answer, can end the server's close
+            StreamReader reader = new StreamReader(reply, pattern);
+            RdmaTestSupport.clientBootstrap(clientGroup).option(ChannelOption.ALLOW_HALF_CLOSURE, true)
+                    .handler(reader).connect(server.localAddress()).sync();
+            RdmaTestSupport.await(reader.inactive, 10_000, "client inactive after the server's close", reader::state);
+            assertEquals(reply, reader.received, reader::state);
+            assertEquals(List.of("event:ChannelInputShutdownEvent@" + reply, "event:ChannelInputShutdownReadComplete@"
+                    + reply, "inactive@" + reply), reader.events, reader::state);
+            long millis = RdmaTestSupport.await(closedAfter, 20_000, "the server child's close", () -> "");
+            RdmaTestSupport.awaitCondition("the child's QP released", () ->
+                    RdmaIoHandler.counters(serverGroup).queuePairs() == 0, 5_000,
+                    () -> "" + RdmaIoHandler.counters(serverGroup));
+            assertTrue(millis < 5_000, "the close took " + millis + " ms: it waited for its time-out, not the READ");
             assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
         } finally {
             server.close().sync();

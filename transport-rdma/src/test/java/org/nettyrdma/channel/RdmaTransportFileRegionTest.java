@@ -96,6 +96,7 @@ class RdmaTransportFileRegionTest {
 
         @Override
         public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            ctx.fireExceptionCaught(cause); // to the test's ExceptionRecorder
             ctx.close();
         }
     }
@@ -351,9 +352,10 @@ class RdmaTransportFileRegionTest {
         }
         byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
                 () -> collector.bytes.size() + " bytes received");
+        assertTrue(errors.exceptions.isEmpty(), () -> "server exceptions: " + errors.exceptions + " after "
+                + got.length + " of " + expected.size() + " bytes");
         assertEquals(expected.size(), got.length, "bytes received");
         assertArrayEquals(expected.toByteArray(), got, "the bytes received, in order");
-        assertTrue(errors.exceptions.isEmpty(), () -> "server exceptions: " + errors.exceptions);
         server.close().sync();
     }
 

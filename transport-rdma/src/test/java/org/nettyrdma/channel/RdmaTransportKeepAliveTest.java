@@ -158,6 +158,38 @@ class RdmaTransportKeepAliveTest {
                 + "stopped answering (KEEPALIVE_MILLIS 200, the probe unanswered)");
     }
 
+    /**
+     * A connecting side that never finishes the set-up (on a real fabric: no RTU, or no first frame after the MPA
+     * reply): the accepted channel, which sends nothing before that, does not hold its QP and memory for ever; it
+     * fails within two keep-alive intervals. Emulated: the peer never takes its ESTABLISHED event, which is what
+     * lets the accepting side's follow.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void anAcceptedChannelWhosePeerNeverFinishesTheSetUpFails() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "a connecting side that stops between the accept and its ESTABLISHED "
+                + "needs the emulated fabric (librdmacm finishes the set-up inside rdma_get_cm_event)");
+        startEchoServer(200);
+        try (HostilePeer peer = new HostilePeer()) {
+            peer.startConnect((InetSocketAddress) server.localAddress(), RdmaProtocol.handshake(16384, 16));
+            RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+            long accepted = System.nanoTime();
+            Channel child = children.get(0);
+            assertTrue(child.closeFuture().await(20, TimeUnit.SECONDS), "the half set-up child is still open 20 s "
+                    + "after the accept");
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - accepted);
+            assertTrue(childErrors.stream().anyMatch(t -> String.valueOf(t.getMessage())
+                    .contains("did not finish setting up the connection")), () -> "errors: " + childErrors);
+            assertTrue(millis < 3 * 200 + 2_000, () -> "failed only " + millis + " ms after the accept");
+            RdmaTestSupport.awaitCondition("the child's QP and memory released", () ->
+                    RdmaIoHandler.counters(group).queuePairs() == 0
+                            && RdmaIoHandler.counters(group).registeredBytes() == 0, 12_000,
+                    () -> "" + RdmaIoHandler.counters(group));
+            System.out.println("[RdmaTransportKeepAliveTest] a child whose peer never finished the set-up failed "
+                    + millis + " ms after the accept (KEEPALIVE_MILLIS 200)");
+        }
+    }
+
     private long silentChildFailsAfter(boolean silence, String expected) throws Exception {
         assumeFalse(RdmaTestSupport.isNative(), "cutting a link without a CM event needs the emulated fabric's fault "
                 + "injector; across hosts, vm/two-host kills a guest");

@@ -15,13 +15,16 @@ final class EmulatedCmEventChannel implements CmEventChannel {
         final EmulatedCmId listenId;
         final int status;
         final byte[] data;
+        /** Runs when the application takes the event (what librdmacm does inside rdma_get_cm_event); may be null. */
+        final Runnable onTaken;
 
-        Pending(CmEventType type, EmulatedCmId id, EmulatedCmId listenId, int status, byte[] data) {
+        Pending(CmEventType type, EmulatedCmId id, EmulatedCmId listenId, int status, byte[] data, Runnable onTaken) {
             this.type = type;
             this.id = id;
             this.listenId = listenId;
             this.status = status;
             this.data = data;
+            this.onTaken = onTaken;
         }
     }
 
@@ -38,8 +41,8 @@ final class EmulatedCmEventChannel implements CmEventChannel {
         return !events.isEmpty();
     }
 
-    void post(CmEventType type, EmulatedCmId id, EmulatedCmId listenId, int status, byte[] data) {
-        events.add(new Pending(type, id, listenId, status, data));
+    void post(CmEventType type, EmulatedCmId id, EmulatedCmId listenId, int status, byte[] data, Runnable onTaken) {
+        events.add(new Pending(type, id, listenId, status, data, onTaken));
         EmulatedEventWaiter w = waiter;
         if (w != null) {
             w.signal();
@@ -67,6 +70,9 @@ final class EmulatedCmEventChannel implements CmEventChannel {
             return false;
         }
         into.set(e.type, e.id, e.listenId, e.status, e.data, e.data == null ? 0 : e.data.length);
+        if (e.onTaken != null) {
+            e.onTaken.run();
+        }
         return true;
     }
 

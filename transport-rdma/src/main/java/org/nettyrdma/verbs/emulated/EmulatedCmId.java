@@ -93,7 +93,7 @@ final class EmulatedCmId implements CmId {
     }
 
     private void post(CmEventType type, EmulatedCmId listenId, int status, byte[] data) {
-        channel.post(type, this, listenId, status, data);
+        channel.post(type, this, listenId, status, data, null);
     }
 
     /** Private data as the fabric delivers it: IB/RoCE pad to the CM message's size, iWARP sends it as it is. */
@@ -320,9 +320,21 @@ final class EmulatedCmId implements CmId {
             active.cancelConnectTimeout();
             active.state = State.CONNECTED;
             state = State.CONNECTED;
-            active.post(CmEventType.ESTABLISHED, null, 0,
-                    onWire(parameters.privateData(), ConnectionParameters.MAX_ACCEPT_PRIVATE_DATA));
-            post(CmEventType.ESTABLISHED, null, 0, null);
+            // as on a real fabric, the accepting side's ESTABLISHED follows the connecting side's: InfiniBand's RTU
+            // leaves when librdmacm hands the connecting side its event, iWARP's first frame when its QP takes the
+            // MPA reply
+            active.channel.post(CmEventType.ESTABLISHED, active, null, 0,
+                    onWire(parameters.privateData(), ConnectionParameters.MAX_ACCEPT_PRIVATE_DATA),
+                    this::peerEstablished);
+        }
+    }
+
+    /** The connecting side took its ESTABLISHED: this accepted id gets its own, if it is still connected. */
+    private void peerEstablished() {
+        synchronized (fabric) {
+            if (state == State.CONNECTED) {
+                post(CmEventType.ESTABLISHED, null, 0, null);
+            }
         }
     }
 
