@@ -24,8 +24,9 @@ class RdmaSocketHalfClosedTest extends SocketHalfClosedTest {
 
     @Test
     @Disabled("its server blocks its event loop in channelActive until the client has read the server's first write; "
-            + "an accepted RDMA channel sends only once its loop has received the connecting side's greeting "
-            + "(docs/protocol.md), so the test would block that loop for good")
+            + "an accepted RDMA channel sends only once its loop has received the connecting side's greeting (or, "
+            + "on InfiniBand and RoCE, its own ESTABLISHED event; docs/protocol.md), so the test would block that "
+            + "loop for good")
     @Override
     public void testAutoCloseFalseDoesShutdownOutput(TestInfo testInfo) {
     }
