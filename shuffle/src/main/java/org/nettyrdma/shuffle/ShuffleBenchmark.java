@@ -2,6 +2,8 @@ package org.nettyrdma.shuffle;
 
 import io.netty.channel.epoll.Epoll;
 import org.nettyrdma.channel.Rdma;
+import org.nettyrdma.channel.RdmaCounters;
+import org.nettyrdma.channel.RdmaIoHandler;
 import org.nettyrdma.channel.RdmaIoHandlerConfig;
 
 import java.io.File;
@@ -88,6 +90,10 @@ public final class ShuffleBenchmark {
                     spec.blocks(), shuffle.manifest().totalBytes() / 1e6, BLOCKS_PER_REQUEST, address);
             System.out.printf("%s, %d CPUs, %s%n", System.getProperty("java.vm.name") + " "
                     + System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(), Instant.now());
+            System.out.printf("RDMA pipelines split Spark's MessageWithHeaders (-D%s): %s%n",
+                    MessageWithHeaderSplitter.PROPERTY, MessageWithHeaderSplitter.enabledByDefault()
+                            ? "yes" : "no" + (MessageWithHeaderSplitter.isAvailable() ? "" : " ("
+                            + MessageWithHeaderSplitter.unavailabilityCause() + ")"));
             System.out.println();
             System.out.printf("%-18s %8s %10s %10s %10s%n", "transport", "fetchers", "MB/s", "p50 µs", "p99 µs");
             for (String name : transports) {
@@ -129,6 +135,7 @@ public final class ShuffleBenchmark {
     private static String row(ShuffleTransport transport, GeneratedShuffle shuffle, String address, int fetchers,
                               int runs) throws IOException, InterruptedException {
         List<FetchReport> reports = new ArrayList<>();
+        String staging = "";
         try (ShuffleCluster cluster = ShuffleCluster.inProcess(SparkNetworkConf.of(Security.NONE).build(), APP_ID,
                 null, transport, shuffle, address, 1, 1)) {
             for (int run = 0; run <= runs; run++) {
@@ -140,11 +147,17 @@ public final class ShuffleBenchmark {
                     reports.add(report);
                 }
             }
+            if (transport.isRdma()) {
+                RdmaCounters server = RdmaIoHandler.counters(cluster.servers().get(0).eventLoops());
+                staging = String.format("%n%-18s (the service's sends: %.1f MB into staging, %.1f MB of it read from "
+                                + "files positionally)", "", server.copiedBytes() / 1e6,
+                        server.fileReadBytes() / 1e6);
+            }
         }
         reports.sort(Comparator.comparingDouble(FetchReport::megabytesPerSecond));
         FetchReport median = reports.get(reports.size() / 2);
         return String.format("%-18s %8d %10.1f %10.0f %10.0f", transport, fetchers, median.megabytesPerSecond(),
-                median.latencyMicros(50), median.latencyMicros(99));
+                median.latencyMicros(50), median.latencyMicros(99)) + staging;
     }
 
     private static String value(String arg) {
