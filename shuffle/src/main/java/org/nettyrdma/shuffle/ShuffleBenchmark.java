@@ -161,8 +161,8 @@ public final class ShuffleBenchmark {
             if (transport.isRdma()) {
                 RdmaCounters server = RdmaIoHandler.counters(cluster.servers().get(0).eventLoops());
                 staging = String.format("%n%-18s (the service's sends: %.1f MB into staging, %.1f MB of it read from "
-                                + "files positionally)", "", server.copiedBytes() / 1e6,
-                        server.fileReadBytes() / 1e6);
+                                + "files positionally; %d SENDs)", "", server.copiedBytes() / 1e6,
+                        server.fileReadBytes() / 1e6, server.messagesSent());
             }
         }
         reports.sort(Comparator.comparingDouble(FetchReport::megabytesPerSecond));
