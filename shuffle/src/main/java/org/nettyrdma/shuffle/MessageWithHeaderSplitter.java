@@ -41,8 +41,8 @@ import java.lang.invoke.VarHandle;
  * its body (the body written alone would put bytes in the stream the peer would take for a frame).
  *
  * <p>Spark keeps the parts in private fields ({@code header}, {@code body}), reached through {@link VarHandle}s
- * looked up once when this class loads; where that fails (a Spark without these fields, or its classes on the module
- * path unopened) it is said once at debug level and every message passes through. Switched off with
+ * looked up once when this class loads; where that fails (a Spark without these fields) it is said once at debug
+ * level and every message passes through. Switched off with
  * {@code -Dorg.nettyrdma.shuffle.splitMessageWithHeader=false}. Event loop only; allocates per split message only
  * its completion tracker and the two parts' promises.
  */
@@ -84,9 +84,8 @@ public final class MessageWithHeaderSplitter extends ChannelOutboundHandlerAdapt
         BODY = body;
         UNAVAILABILITY_CAUSE = cause;
         if (cause != null) {
-            logger.debug("Spark's MessageWithHeaders are written whole (through their transferTo): their private "
-                    + "fields header and body are not accessible here; on the module path, --add-opens "
-                    + "spark.network.common/org.apache.spark.network.protocol=ALL-UNNAMED opens them", cause);
+            logger.debug("Spark's MessageWithHeaders are written whole (through their transferTo): its private "
+                    + "fields header (a ByteBuf) and body (an Object) are not accessible in this Spark version", cause);
         }
     }
 
