@@ -152,37 +152,35 @@ class MessageWithHeaderSplitterTest {
     @Test
     void aBodyThatFailsAtTheFlushFailsTheWriteAndEverythingIsReleasedOnce() {
         IOException cause = new IOException("the body's write failed");
-        CountingBuffer body = new CountingBuffer(block(0, BLOCK));
-        Channel ch = new Channel(m -> false, m -> m instanceof FileRegion ? cause : null);
-        ChannelFuture written = ch.writeAndFlush(new ChunkFetchSuccess(new StreamChunkId(1, 1), body));
-
+        ChannelFuture written = assertBodyFailed(new Channel(m -> false, m -> m instanceof FileRegion ? cause : null));
         assertSame(cause, written.cause());
+    }
+
+    /** The channel refuses the body at once (its filterOutboundMessage throws), as the RDMA channel refuses a type. */
+    @Test
+    void aBodyRefusedAtOnceFailsTheWrite() {
+        ChannelFuture written = assertBodyFailed(new Channel(m -> m instanceof FileRegion, m -> null));
+        assertInstanceOf(UnsupportedOperationException.class, written.cause());
+    }
+
+    /**
+     * Writes a file block on {@code ch}, which fails its body: the header written, the body not, every part and the
+     * ManagedBuffer released once (the body by the failed write and by the message). Returns the write's future.
+     */
+    private static ChannelFuture assertBodyFailed(Channel ch) {
+        CountingBuffer body = new CountingBuffer(block(0, BLOCK));
+        ChannelFuture written = ch.writeAndFlush(new ChunkFetchSuccess(new StreamChunkId(1, 1), body));
+        assertTrue(written.isDone() && !written.isSuccess(), "the write failed");
         ByteBuf header = ch.readOutbound();
         assertNull(ch.readOutbound(), "the header was written, the body was not");
         FileRegion message = ch.message();
         assertEquals(0, message.refCnt());
         assertEquals(1, body.releases);
         assertEquals(0, ch.body(message).refCnt(), "released by the failed write and by the message, once each");
-        assertEquals(1, header.refCnt());
+        assertEquals(1, header.refCnt(), "held by the channel's queue only");
         header.release();
         assertFalse(ch.finish());
-    }
-
-    /** The channel refuses the body at once (its filterOutboundMessage throws), as the RDMA channel refuses a type. */
-    @Test
-    void aBodyRefusedAtOnceFailsTheWrite() {
-        CountingBuffer body = new CountingBuffer(block(0, BLOCK));
-        Channel ch = new Channel(m -> m instanceof FileRegion, m -> null);
-        ChannelFuture written = ch.writeAndFlush(new ChunkFetchSuccess(new StreamChunkId(1, 1), body));
-
-        assertInstanceOf(UnsupportedOperationException.class, written.cause());
-        ByteBuf header = ch.readOutbound();
-        assertNull(ch.readOutbound());
-        assertEquals(0, ch.message().refCnt());
-        assertEquals(1, body.releases);
-        assertEquals(0, ch.body(ch.message()).refCnt());
-        header.release();
-        assertFalse(ch.finish());
+        return written;
     }
 
     /** The header refused at once: its body must not follow (the peer would take the body's bytes for a frame). */
