@@ -64,6 +64,7 @@ public final class BlockClientFactory implements AutoCloseable {
                     @Override
                     protected void initChannel(SocketChannel ch) {
                         handler.set(context.initializePipeline(ch, true));
+                        transport.completePipeline(ch);
                     }
                 })
                 .connect(address);

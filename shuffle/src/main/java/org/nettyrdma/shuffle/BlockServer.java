@@ -53,6 +53,7 @@ public final class BlockServer implements AutoCloseable {
                             children.add(ch);
                             RpcHandler rpcHandler = auth == null ? handler : auth.doBootstrap(ch, handler);
                             context.initializePipeline(ch, rpcHandler, false);
+                            transport.completePipeline(ch);
                         }
                     })
                     .bind(bind).sync().channel();
@@ -78,6 +79,11 @@ public final class BlockServer implements AutoCloseable {
 
     public InetSocketAddress address() {
         return (InetSocketAddress) serverChannel.localAddress();
+    }
+
+    /** The server's event loops (over RDMA, {@code RdmaIoHandler.counters(eventLoops())} adds up its traffic). */
+    public EventLoopGroup eventLoops() {
+        return group;
     }
 
     public ExternalBlockHandler handler() {

@@ -2,10 +2,14 @@ package org.nettyrdma.shuffle;
 
 import io.netty.channel.epoll.Epoll;
 import org.nettyrdma.channel.Rdma;
+import org.nettyrdma.channel.RdmaCounters;
+import org.nettyrdma.channel.RdmaIoHandler;
 import org.nettyrdma.channel.RdmaIoHandlerConfig;
 
 import java.io.File;
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -88,8 +92,13 @@ public final class ShuffleBenchmark {
                     spec.blocks(), shuffle.manifest().totalBytes() / 1e6, BLOCKS_PER_REQUEST, address);
             System.out.printf("%s, %d CPUs, %s%n", System.getProperty("java.vm.name") + " "
                     + System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(), Instant.now());
+            System.out.printf("RDMA pipelines split Spark's MessageWithHeaders (-D%s): %s%n",
+                    MessageWithHeaderSplitter.PROPERTY, MessageWithHeaderSplitter.enabledByDefault()
+                            ? "yes" : "no" + (MessageWithHeaderSplitter.isAvailable() ? "" : " ("
+                            + MessageWithHeaderSplitter.unavailabilityCause() + ")"));
             System.out.println();
-            System.out.printf("%-18s %8s %10s %10s %10s%n", "transport", "fetchers", "MB/s", "p50 µs", "p99 µs");
+            System.out.printf("%-18s %8s %10s %10s %10s %10s %10s%n", "transport", "fetchers", "MB/s", "p50 µs", "p99 µs",
+                    "srv ms/GB", "cli ms/GB");
             for (String name : transports) {
                 ShuffleTransport transport = transport(name, nativeRdma);
                 if (transport == null) {
@@ -104,7 +113,8 @@ public final class ShuffleBenchmark {
             System.out.println("MB/s: 10^6 bytes of intact blocks per second over a whole fetch of the shuffle; "
                     + "p50/p99: "
                     + "of the blocks' latency, from the start of their request to their arrival; the median of " + runs
-                    + " runs after a warm-up run; every block's size and CRC32C checked");
+                    + " runs after a warm-up run; every block's size and CRC32C checked; srv/cli ms/GB: CPU time of the"
+                    + " service's and the reducers' event loop threads per 10^9 bytes fetched, over the measured runs");
         } finally {
             try (Stream<Path> paths = Files.walk(root)) {
                 paths.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);
@@ -129,6 +139,9 @@ public final class ShuffleBenchmark {
     private static String row(ShuffleTransport transport, GeneratedShuffle shuffle, String address, int fetchers,
                               int runs) throws IOException, InterruptedException {
         List<FetchReport> reports = new ArrayList<>();
+        String staging = "";
+        long serverCpu = 0;
+        long clientCpu = 0;
         try (ShuffleCluster cluster = ShuffleCluster.inProcess(SparkNetworkConf.of(Security.NONE).build(), APP_ID,
                 null, transport, shuffle, address, 1, 1)) {
             for (int run = 0; run <= runs; run++) {
@@ -136,15 +149,41 @@ public final class ShuffleBenchmark {
                 if (!report.complete()) {
                     throw new IllegalStateException(transport + ", " + fetchers + " fetchers: " + report.summary());
                 }
-                if (run > 0) {
+                if (run == 0) {
+                    serverCpu = -cpuNanos("shuffle-server");
+                    clientCpu = -cpuNanos("shuffle-client");
+                } else {
                     reports.add(report);
                 }
+            }
+            serverCpu += cpuNanos("shuffle-server");
+            clientCpu += cpuNanos("shuffle-client");
+            if (transport.isRdma()) {
+                RdmaCounters server = RdmaIoHandler.counters(cluster.servers().get(0).eventLoops());
+                staging = String.format("%n%-18s (the service's sends: %.1f MB into staging, %.1f MB of it read from "
+                                + "files positionally; %d SENDs)", "", server.copiedBytes() / 1e6,
+                        server.fileReadBytes() / 1e6, server.messagesSent());
             }
         }
         reports.sort(Comparator.comparingDouble(FetchReport::megabytesPerSecond));
         FetchReport median = reports.get(reports.size() / 2);
-        return String.format("%-18s %8d %10.1f %10.0f %10.0f", transport, fetchers, median.megabytesPerSecond(),
-                median.latencyMicros(50), median.latencyMicros(99));
+        double gigabytes = runs * (double) shuffle.manifest().totalBytes() / 1e9;
+        return String.format("%-18s %8d %10.1f %10.0f %10.0f %10.0f %10.0f", transport, fetchers,
+                median.megabytesPerSecond(), median.latencyMicros(50), median.latencyMicros(99),
+                serverCpu / 1e6 / gigabytes, clientCpu / 1e6 / gigabytes) + staging;
+    }
+
+    /** CPU time so far of the live threads named {@code prefix...} (the event loops of a server or of the clients). */
+    private static long cpuNanos(String prefix) {
+        ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+        long total = 0;
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().startsWith(prefix)) {
+                long ns = threads.getThreadCpuTime(t.getId());
+                total += Math.max(ns, 0);
+            }
+        }
+        return total;
     }
 
     private static String value(String arg) {

@@ -2,6 +2,7 @@ package org.nettyrdma.shuffle;
 
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
@@ -33,32 +34,62 @@ public final class ShuffleTransport {
     private final Supplier<IoHandlerFactory> factory;
     private final Class<? extends ServerSocketChannel> serverChannelClass;
     private final Class<? extends SocketChannel> channelClass;
+    private final boolean splitsMessages;
 
     private ShuffleTransport(String name, Supplier<IoHandlerFactory> factory,
                              Class<? extends ServerSocketChannel> serverChannelClass,
-                             Class<? extends SocketChannel> channelClass) {
+                             Class<? extends SocketChannel> channelClass, boolean splitsMessages) {
         this.name = name;
         this.factory = factory;
         this.serverChannelClass = serverChannelClass;
         this.channelClass = channelClass;
+        this.splitsMessages = splitsMessages;
     }
 
-    /** RDMA with {@code config} (its provider: emulated, native or auto). */
+    /**
+     * RDMA with {@code config} (its provider: emulated, native or auto); its pipelines split Spark's
+     * {@code MessageWithHeader}s ({@link MessageWithHeaderSplitter}) unless {@code
+     * -Dorg.nettyrdma.shuffle.splitMessageWithHeader=false}.
+     */
     public static ShuffleTransport rdma(RdmaIoHandlerConfig config) {
         return new ShuffleTransport("rdma (" + config.getProvider() + ")", () -> RdmaIoHandler.newFactory(config),
-                RdmaServerSocketChannel.class, RdmaSocketChannel.class);
+                RdmaServerSocketChannel.class, RdmaSocketChannel.class, MessageWithHeaderSplitter.enabledByDefault());
     }
 
     public static ShuffleTransport nio() {
         return new ShuffleTransport("nio", NioIoHandler::newFactory, NioServerSocketChannel.class,
-                NioSocketChannel.class);
+                NioSocketChannel.class, false);
     }
 
     /** Netty's epoll transport; only where {@link Epoll#isAvailable()}. */
     public static ShuffleTransport epoll() {
         Epoll.ensureAvailability();
         return new ShuffleTransport("epoll", EpollIoHandler::newFactory, EpollServerSocketChannel.class,
-                EpollSocketChannel.class);
+                EpollSocketChannel.class, false);
+    }
+
+    /**
+     * This transport with {@link MessageWithHeaderSplitter} in its pipelines ({@code split}) or not; by default RDMA
+     * has it and epoll and NIO do not (they keep Spark's own path).
+     */
+    public ShuffleTransport splittingMessages(boolean split) {
+        return new ShuffleTransport(name, factory, serverChannelClass, channelClass, split);
+    }
+
+    /** Whether {@link #completePipeline} adds the {@link MessageWithHeaderSplitter}. */
+    public boolean splitsMessages() {
+        return splitsMessages;
+    }
+
+    /**
+     * What this transport puts under the pipeline of Spark's {@code initializePipeline} on {@code channel}: the
+     * {@link MessageWithHeaderSplitter} when it {@link #splitsMessages()}. Called right after it, in the channel's
+     * initializer.
+     */
+    public void completePipeline(Channel channel) {
+        if (splitsMessages) {
+            MessageWithHeaderSplitter.addTo(channel.pipeline());
+        }
     }
 
     /** {@code rdma-emulated}, {@code rdma-native}, {@code epoll} or {@code nio}, as the command lines name them. */
