@@ -136,7 +136,7 @@ public final class MessageWithHeaderSplitter extends ChannelOutboundHandlerAdapt
         long bodyBytes;
         if (body instanceof ByteBuf) {
             bodyBytes = ((ByteBuf) body).readableBytes();
-        } else if (body.getClass() == DefaultFileRegion.class && ((FileRegion) body).transferred() == 0) {
+        } else if (body != null && body.getClass() == DefaultFileRegion.class && ((FileRegion) body).transferred() == 0) {
             bodyBytes = ((FileRegion) body).count();
         } else {
             bodyBytes = -1;
