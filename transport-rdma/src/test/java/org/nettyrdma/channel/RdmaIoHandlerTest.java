@@ -10,6 +10,12 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandle;
+import io.netty.channel.IoHandler;
+import io.netty.channel.IoHandlerContext;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.IoRegistration;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.SimpleChannelInboundHandler;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -30,6 +36,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -124,6 +131,67 @@ class RdmaIoHandlerTest {
     }
 
     /** A client channel that sends a string and waits for it to come back, and records its failure. */
+    /**
+     * Netty 4.2's loop can end without {@code prepareToDestroy} (a shutdown between its two checks of the state); the
+     * handler's {@code destroy} then still closes the channels left on it, and their connections free their QP and
+     * memory. Here a handler that never gets {@code prepareToDestroy} stands for that loop.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aLoopEndingWithoutPrepareToDestroyStillFreesItsConnections() throws Exception {
+        IoHandlerFactory rdma = RdmaIoHandler.newFactory(RdmaTestSupport.config());
+        EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, executor -> {
+            IoHandler h = rdma.newHandler(executor);
+            return new IoHandler() {
+                @Override
+                public void initialize() {
+                    h.initialize();
+                }
+
+                @Override
+                public int run(IoHandlerContext context) {
+                    return h.run(context);
+                }
+
+                @Override
+                public void destroy() {
+                    h.destroy(); // and no prepareToDestroy before it
+                }
+
+                @Override
+                public IoRegistration register(IoHandle handle) throws Exception {
+                    return h.register(handle);
+                }
+
+                @Override
+                public void wakeup() {
+                    h.wakeup();
+                }
+
+                @Override
+                public boolean isCompatible(Class<? extends IoHandle> handleType) {
+                    return h.isCompatible(handleType);
+                }
+            };
+        });
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "no-prepare-server");
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
+            Client a = Client.connect(clientGroup, (InetSocketAddress) server.localAddress());
+            a.echo("before the loop ends");
+            RdmaSocketChannel channel = (RdmaSocketChannel) a.channel;
+            assertEquals(1, channel.counters().queuePairs());
+            clientGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly();
+            assertFalse(channel.isOpen(), "the channel is closed with its loop");
+            assertEquals(0, channel.counters().queuePairs(), () -> "" + channel.counters());
+            assertEquals(0, channel.counters().registeredBytes(), () -> "" + channel.counters());
+        } finally {
+            clientGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS);
+            RdmaTestSupport.shutdown(serverGroup);
+        }
+    }
+
     static final class Client extends SimpleChannelInboundHandler<ByteBuf> {
         final CompletableFuture<Throwable> failure = new CompletableFuture<>();
         private final StringBuilder received = new StringBuilder();
