@@ -27,7 +27,10 @@ final class RdmaConnection {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
 
     // the lifecycle, one bit each
-    /** Sends may be posted: at once when connecting; when accepted, after the peer's first message or ESTABLISHED. */
+    /**
+     * Sends may be posted: at once when connecting; when accepted, after the peer's first message (or, on InfiniBand
+     * and RoCE, this side's ESTABLISHED).
+     */
     private static final int SEND_OPEN = 1;
     /** A completion is removing bytes from the outbound buffer: writes wait until it is done. */
     private static final int REMOVING = 1 << 1;
@@ -232,7 +235,7 @@ final class RdmaConnection {
             res.sends.peerRing(earlyPeerRing);
             earlyPeerRing = null;
         }
-        // the connecting side sends first (its greeting, see greet()); the accepted side waits for it or ESTABLISHED
+        // the connecting side sends first (its greeting, see greet()); the accepted side waits (see peerEstablished())
         if (ch.parent() == null) {
             set(SEND_OPEN);
         }
@@ -579,8 +582,9 @@ final class RdmaConnection {
         } else if (!is(SEND_OPEN)) {
             if (outstanding) {
                 unsafe.fail(new IOException("the connecting side did not finish setting up the connection within "
-                        + config.getKeepAliveMillis() + " ms of the accept (neither RDMA CM's ESTABLISHED nor a "
-                        + "message came): it is gone, or not netty-rdma (RdmaChannelOption.KEEPALIVE_MILLIS)"));
+                        + config.getKeepAliveMillis() + " ms of the accept (no message came, nor, on InfiniBand and "
+                        + "RoCE, RDMA CM's ESTABLISHED): it is gone, or not netty-rdma "
+                        + "(RdmaChannelOption.KEEPALIVE_MILLIS)"));
                 return;
             }
             postedAtLastTick = true; // one more tick to finish the set-up

@@ -320,9 +320,9 @@ final class EmulatedCmId implements CmId {
             active.cancelConnectTimeout();
             active.state = State.CONNECTED;
             state = State.CONNECTED;
-            // as on a real fabric, the accepting side's ESTABLISHED follows the connecting side's: InfiniBand's RTU
-            // leaves when librdmacm hands the connecting side its event, iWARP's first frame when its QP takes the
-            // MPA reply
+            // as on InfiniBand and RoCE, the accepting side's ESTABLISHED follows the connecting side's: the RTU leaves
+            // when librdmacm hands the connecting side its event (soft-iWARP reports it at once on the accepting side;
+            // the transport does not rely on it there)
             active.channel.post(CmEventType.ESTABLISHED, active, null, 0,
                     onWire(parameters.privateData(), ConnectionParameters.MAX_ACCEPT_PRIVATE_DATA),
                     this::peerEstablished);
