@@ -56,13 +56,6 @@ final class RdmaConnection {
     private static final int RING_OFFERED = 1 << 14;
     /** iWARP: the close's fence (a zero-byte READ after the FIN) is posted; its completion lets the close finish. */
     private static final int FENCE_POSTED = 1 << 15;
-    /** A message from the peer has arrived. */
-    private static final int PEER_SPOKE = 1 << 16;
-    /**
-     * iWARP: how long the connecting side waits for a first message from the accepted side before it greets once
-     * more (see {@link #greet()}).
-     */
-    private static final long SECOND_GREETING_MILLIS = 200;
 
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
@@ -289,26 +282,6 @@ final class RdmaConnection {
         if (!offerRing()) { // with the WRITE ring, the RING message is the greeting (no credit spent on a CREDIT)
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
-        if (res.iwarp) {
-            ch.eventLoop().schedule(this::greetAgain, SECOND_GREETING_MILLIS, TimeUnit.MILLISECONDS);
-        }
-    }
-
-    /**
-     * iWARP: nothing from the accepted side {@value #SECOND_GREETING_MILLIS} ms after the greeting; it may never have
-     * seen it. Soft-iWARP installs its receive path on an accepted connection only after it has sent the MPA reply,
-     * and a frame that arrives in between stays unread in the socket until the next one arrives (once in about 500
-     * connections on a loaded machine): a second CREDIT of 0 credits is that next frame. Harmless when the greeting
-     * did arrive (the peer is only slow, or has nothing to say): the peer takes it like any CREDIT message. It needs
-     * a data credit (rules of docs/protocol.md, "Credits"); a side without one has sent frames since anyway.
-     */
-    private void greetAgain() {
-        if (!is(PEER_SPOKE | DESTROYED | FAILED | PEER_GONE | FIN_SENT | CLOSING) && credits.canSendData()
-                && sends.hasRoom()) {
-            logger.debug("{}: no message from the peer {} ms after the greeting; greeting again", ch,
-                    SECOND_GREETING_MILLIS);
-            postControl(RdmaProtocol.TYPE_CREDIT);
-        }
     }
 
     private RdmaProtocolViolationException protocolViolation(String what) {
@@ -350,7 +323,6 @@ final class RdmaConnection {
             return;
         }
         ch.counters().completions++;
-        set(PEER_SPOKE);
         if (!is(SEND_OPEN)) {
             openSendSide(); // an accepted channel's gate: the peer has sent, it may send too (see greet())
         }

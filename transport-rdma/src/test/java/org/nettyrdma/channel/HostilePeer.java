@@ -44,7 +44,7 @@ final class HostilePeer implements AutoCloseable {
     final VerbsProvider provider = RdmaResources.of(RdmaTestSupport.provider()).provider();
     final CmEventChannel channel;
     final EventWaiter waiter;
-    final CmId id;
+    CmId id;
     final CmEvent event = new CmEvent();
     final CompletionArray wcs = new CompletionArray(64);
     final WorkRequestList wrs = new WorkRequestList(1, 1);
@@ -70,10 +70,21 @@ final class HostilePeer implements AutoCloseable {
         id = provider.createId(channel, null);
     }
 
-    /** Resolves, creates the QP, posts the receives and connects: the event that ends the attempt. */
+    /**
+     * Resolves, creates the QP, posts the receives and connects: the event that ends the attempt. On iWARP the local
+     * TCP port RDMA CM picks can be in use (CONNECT_ERROR, EADDRINUSE): then it starts over on a fresh id, as the
+     * transport does (up to 3 times).
+     */
     CmEventType connect(InetSocketAddress to, byte[] privateData) throws Exception {
         startConnect(to, privateData);
         CmEventType type = nextEvent(10_000);
+        for (int retry = 0; retry < 3 && type == CmEventType.CONNECT_ERROR
+                && event.status() == -org.nettyrdma.verbs.Errno.EADDRINUSE; retry++) {
+            closeConnection();
+            id = provider.createId(channel, null);
+            startConnect(to, privateData);
+            type = nextEvent(10_000);
+        }
         if (type == CmEventType.REJECTED) {
             rejectText = RdmaProtocol.rejectMessage(event.privateData(), event.privateDataLength());
             rejectReason = rejectText == null ? 0 : ByteBuffer.wrap(event.privateData()).getShort(6) & 0xffff;
@@ -289,14 +300,26 @@ final class HostilePeer implements AutoCloseable {
 
     @Override
     public void close() throws Exception {
-        id.close(); // disconnects and destroys the QP
-        for (AutoCloseable c : new AutoCloseable[] {recvMr, sendMr, cq, pd, waiter, channel}) {
+        closeConnection();
+        waiter.close();
+        channel.close();
+        recvMemory.clean();
+        sendMemory.clean();
+    }
+
+    /** The id (which disconnects and destroys the QP), then the memory regions, the CQ and the PD. */
+    private void closeConnection() throws Exception {
+        id.close();
+        for (AutoCloseable c : new AutoCloseable[] {recvMr, sendMr, cq, pd}) {
             if (c != null) {
                 c.close();
             }
         }
-        recvMemory.clean();
-        sendMemory.clean();
+        recvMr = null;
+        sendMr = null;
+        cq = null;
+        pd = null;
+        qp = null;
     }
 
     @Override

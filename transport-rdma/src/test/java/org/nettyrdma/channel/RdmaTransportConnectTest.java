@@ -54,55 +54,6 @@ class RdmaTransportConnectTest {
         RdmaTestSupport.shutdown(group);
     }
 
-    /**
-     * iWARP: a connecting side that hears nothing from the accepted side 200 ms after its greeting greets once more
-     * (soft-iWARP can leave a first frame unread in the accepted side's socket until the next one arrives;
-     * docs/protocol.md); one that hears something does not. Emulated: an iWARP device of its own; the server child
-     * counts the messages it received.
-     */
-    @Test
-    @Timeout(value = 20, unit = TimeUnit.SECONDS)
-    void onIwarpASilentPeerIsGreetedTwiceAndATalkingOneOnce() throws Exception {
-        assumeFalse(RdmaTestSupport.isNative(), "an iWARP device of its own is made on the emulated fabric");
-        InetAddress address = RdmaTestSupport.emulatedIwarpAddress();
-        for (boolean serverTalks : new boolean[] {false, true}) {
-            CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
-            Channel server = RdmaTestSupport.serverBootstrap(group, group)
-                    .childHandler(new ChannelInboundHandlerAdapter() {
-                        @Override
-                        public void channelActive(ChannelHandlerContext ctx) {
-                            child.complete((RdmaSocketChannel) ctx.channel());
-                            if (serverTalks) {
-                                ctx.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {1, 2, 3}));
-                            }
-                        }
-                    }).bind(new InetSocketAddress(address, 0)).sync().channel();
-            CompletableFuture<ByteBuf> heard = new CompletableFuture<>();
-            Channel client = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter() {
-                @Override
-                public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                    heard.complete((ByteBuf) msg);
-                }
-            }).connect(server.localAddress()).sync().channel();
-            try {
-                RdmaSocketChannel c = RdmaTestSupport.await(child, 5_000, "the server child", () -> "");
-                if (serverTalks) {
-                    RdmaTestSupport.await(heard, 5_000, "the server's bytes", () -> "").release();
-                }
-                Thread.sleep(600); // three times the wait for a second greeting
-                long expected = serverTalks ? 1 : 2;
-                RdmaTestSupport.awaitCondition(expected + " greeting(s) received", () ->
-                        c.counters().completions() - c.counters().messagesSent() >= expected, 2_000, c::toString);
-                Thread.sleep(100);
-                assertEquals(expected, c.counters().completions() - c.counters().messagesSent(),
-                        () -> (serverTalks ? "a peer that talked" : "a silent peer") + ": " + c.counters());
-            } finally {
-                client.close().sync();
-                server.close().sync();
-            }
-        }
-    }
-
     @Test
     @Timeout(value = 20, unit = TimeUnit.SECONDS)
     void connectToAPortNobodyListensOnIsRefusedQuickly() throws Exception {

@@ -40,6 +40,7 @@ class RdmaTransportKeepAliveTest {
     private Channel server;
     private final List<Channel> children = new CopyOnWriteArrayList<>();
     private final List<Throwable> childErrors = new CopyOnWriteArrayList<>();
+    private final List<Throwable> clientErrors = new CopyOnWriteArrayList<>();
 
     @BeforeEach
     void setUp() {
@@ -90,6 +91,12 @@ class RdmaTransportKeepAliveTest {
                     @Override
                     public void channelRead(ChannelHandlerContext ctx, Object msg) {
                         echoed.complete((ByteBuf) msg);
+                    }
+
+                    @Override
+                    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                        clientErrors.add(cause);
+                        ctx.close();
                     }
                 }).connect(server.localAddress()).sync().channel();
     }
@@ -266,7 +273,9 @@ class RdmaTransportKeepAliveTest {
             child.eventLoop().submit(() -> sleep(600));
             client.eventLoop().submit(() -> sleep(600)).sync();
         }
-        assertTrue(client.isActive() && child.isActive(), "a busy loop was taken for a silent peer: " + childErrors);
+        assertTrue(client.isActive() && child.isActive(), () -> "a busy loop was taken for a silent peer: client "
+                + (client.isActive() ? "active" : "inactive") + ' ' + clientErrors + ' ' + client.counters() + ", child "
+                + (child.isActive() ? "active" : "inactive") + ' ' + childErrors + ' ' + child.counters());
         assertEchoed(client, echoed, (byte) 7);
         client.close().sync();
     }
