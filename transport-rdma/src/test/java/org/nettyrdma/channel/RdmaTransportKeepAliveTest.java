@@ -118,20 +118,7 @@ class RdmaTransportKeepAliveTest {
     void aSilentConnectionProbesItsPeerAndStaysUp() throws Exception {
         startEchoServer(100);
         CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
-        List<Object> clientEvents = new CopyOnWriteArrayList<>();
-        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
-                .option(RdmaChannelOption.KEEPALIVE_MILLIS, 100)
-                .handler(new ChannelInboundHandlerAdapter() {
-                    @Override
-                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                        echoed.complete((ByteBuf) msg);
-                    }
-
-                    @Override
-                    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-                        clientEvents.add(cause);
-                    }
-                }).connect(server.localAddress()).sync().channel();
+        RdmaSocketChannel client = connect(100, echoed);
         RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
         RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
         // silence: both ends probe, every ~100 ms of it
@@ -139,7 +126,7 @@ class RdmaTransportKeepAliveTest {
                 && child.counters().keepAliveProbes() >= 3, 20_000,
                 () -> "client " + client.counters() + ", child " + child.counters());
         assertTrue(client.isActive() && child.isActive(), "a probe closed a live connection");
-        assertTrue(clientEvents.isEmpty() && childErrors.isEmpty(), () -> clientEvents + " " + childErrors);
+        assertTrue(clientErrors.isEmpty() && childErrors.isEmpty(), () -> clientErrors + " " + childErrors);
         // nothing reached either pipeline, and the stream is intact after the probes
         assertEchoed(client, echoed, (byte) 1, (byte) 2, (byte) 3, (byte) 4, (byte) 5);
         client.close().sync();
