@@ -32,7 +32,12 @@ final class FlushedMessages {
             return ((ByteBuf) msg).readableBytes();
         }
         FileRegion region = (FileRegion) msg;
-        return reach(region, index) - (region == head ? headSettled : 0);
+        return reach(region, index) - settled(region);
+    }
+
+    /** Bytes of {@code region} settled already: those of the head's, none of another's. */
+    long settled(FileRegion region) {
+        return region == head ? headSettled : 0;
     }
 
     /** A region's size: its {@code count()} when a walk first reached it (remembered from then on). */
@@ -70,7 +75,7 @@ final class FlushedMessages {
                 left = ((ByteBuf) msg).readableBytes();
             } else {
                 dropGoneRegions((FileRegion) msg);
-                left = (isFirst(msg) ? counts[first] : ((FileRegion) msg).count()) - (msg == head ? headSettled : 0);
+                left = (isFirst(msg) ? counts[first] : ((FileRegion) msg).count()) - settled((FileRegion) msg);
             }
             if (left <= n) {
                 if (left > 0) {

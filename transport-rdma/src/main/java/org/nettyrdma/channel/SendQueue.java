@@ -463,14 +463,13 @@ final class SendQueue implements DataPath {
          * {@linkplain FileRegion#transferred() transferred} and not settled: the skipped ones.
          */
         private boolean processRegion(FileRegion region) throws IOException {
-            int index = regionIndex++;
-            long unsettled = flushed.unsettled(region, index);
+            long count = flushed.reach(region, regionIndex++); // its count() when first reached: some shrink as written
+            long unsettled = count - flushed.settled(region);
             if (skip >= unsettled) {
                 skip -= unsettled;
                 return true;
             }
             skip = 0;
-            long count = flushed.reach(region, index); // its count() when first reached: some shrink as written
             boolean direct = FileRegionReader.canRead(region);
             long position;
             while ((position = region.transferred()) < count) {
