@@ -28,6 +28,17 @@ final class CreditWindow {
         grantedToPeer = receiveCount;
     }
 
+    /** A copy of {@code other} (CreditWindowModelTest explores the states of two windows). */
+    CreditWindow(CreditWindow other) {
+        receiveCount = other.receiveCount;
+        sendCredits = other.sendCredits;
+        peerReceiveCount = other.peerReceiveCount;
+        owedData = other.owedData;
+        owedCtrl = other.owedCtrl;
+        grantedToPeer = other.grantedToPeer;
+        receivedFromPeer = other.receivedFromPeer;
+    }
+
     /**
      * The peer's handshake: it posted {@code count} receives for this side. Returns what is wrong if credits that came
      * earlier (with data that beat the handshake) already exceed them, else {@code null}.
@@ -112,6 +123,26 @@ final class CreditWindow {
         }
         boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
         return owedData >= Math.max(1, receiveCount / 4) || peerStarving;
+    }
+
+    /** Credits this side may spend. */
+    int sendCredits() {
+        return sendCredits;
+    }
+
+    /** Data credits owed to the peer. */
+    int owedData() {
+        return owedData;
+    }
+
+    /** Control credits owed to the peer. */
+    int owedControl() {
+        return owedCtrl;
+    }
+
+    /** Messages the peer may still send or has in flight: what it was granted minus what arrived from it. */
+    long peerOutstanding() {
+        return grantedToPeer - receivedFromPeer;
     }
 
     @Override
