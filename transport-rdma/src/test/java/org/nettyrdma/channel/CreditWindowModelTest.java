@@ -91,7 +91,7 @@ class CreditWindowModelTest {
                 + (ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime() - cpuStart) / 1_000_000 + " ms CPU)");
     }
 
-    /** The checker itself: a reader that never sends CREDIT messages leaves its writer stuck, and the checker says so. */
+    /** The checker itself: a reader that never sends a CREDIT message leaves its writer stuck, and it says so. */
     @Test
     void theCheckerFindsADeadlockWhenNoCreditsAreReturned() {
         Checker c = new Checker(4, 4, false, false);

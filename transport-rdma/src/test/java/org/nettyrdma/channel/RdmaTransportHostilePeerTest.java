@@ -275,12 +275,12 @@ class RdmaTransportHostilePeerTest {
     }
 
     /**
-     * More messages than the credits the server granted (the server posts no more receives than it granted). A peer that
-     * spends its last credits on CREDIT messages gets them back (rule 2 of docs/protocol.md: control credits go back to
-     * a peer at its last credit), as long as the server has a credit to send them with; this one announces 4 receive
-     * buffers and grants none back, so the server can return credits 4 times at most. Each round the peer spends all
-     * it was granted (8 at a time, so that the server posts their receives again in between), waits for what comes
-     * back, and once nothing does, sends one more.
+     * More messages than the credits the server granted (the server posts no more receives than it granted). A peer
+     * that spends its last credits on CREDIT messages gets them back (rule 2 of docs/protocol.md: control credits go
+     * back to a peer at its last credit), as long as the server has a credit to send them with; this one announces 4
+     * receive buffers and grants none back, so the server can return credits 4 times at most. Each round the peer
+     * spends all it was granted (8 at a time, so that the server posts their receives again in between), waits for
+     * what comes back, and once nothing does, sends one more.
      */
     @Test
     void moreMessagesThanCreditsFailTheConnection() throws Exception {

@@ -83,10 +83,11 @@ class RdmaTransportSmallWindowTest {
     }
 
     /**
-     * A stream one way (64 MiB, random writes up to 256 KiB, with back-pressure) with the default window and with the
-     * smallest: the reader returns credits a quarter window at a time or to a writer out of credits, never a CREDIT
-     * per message; the writer, which reads nothing, sends CREDITs only to return control credits to a starving reader
-     * (rule 2), which a reader that always has a credit left for its next CREDIT hardly ever is.
+     * A stream one way (64 MiB times the scale, random writes up to 256 KiB, with back-pressure) with the default
+     * window and with the smallest: the reader returns credits a quarter window at a time (so at a window of 4 after
+     * every read) or to a writer out of credits; the writer, which reads nothing, sends CREDITs only to return control
+     * credits to a starving reader (rule 2), which a reader that keeps a credit for its next CREDIT hardly ever is.
+     * The counts come from the other side's credit window (each message it received spent a credit).
      */
     @Test
     @Timeout(value = 180, unit = TimeUnit.SECONDS)
@@ -128,10 +129,10 @@ class RdmaTransportSmallWindowTest {
                         readerCredits, (double) readerCredits / data, writerCredits);
                 // one CREDIT per quarter window of reads (every read at a window of 4), and a few to a starving writer
                 long quarters = data / Math.max(1, window / 4);
-                assertTrue(readerCredits <= quarters + quarters / 4 + 8, "the reader sent " + readerCredits + " CREDIT messages for "
-                        + data + " DATA; " + state.get());
-                assertTrue(writerCredits <= data / 20 + 4, "the writer sent " + writerCredits + " CREDIT messages for "
-                        + data + " DATA; " + state.get());
+                assertTrue(readerCredits <= quarters + quarters / 4 + 8, "the reader sent " + readerCredits
+                        + " CREDIT messages for " + data + " DATA; " + state.get());
+                assertTrue(writerCredits <= data / 20 + 4, "the writer sent " + writerCredits
+                        + " CREDIT messages for " + data + " DATA; " + state.get());
             } finally {
                 client.close().sync();
                 server.close().sync();
@@ -148,7 +149,7 @@ class RdmaTransportSmallWindowTest {
         return (CreditWindow) credits.get(conn.get(ch));
     }
 
-    /** One connection: the first side writes {@code n} messages, the other reads them, then one more; null if it came. */
+    /** One connection: one side writes {@code n} messages, the other reads them, then one more; null if it came. */
     private String exchange(int n, boolean serverFirst, boolean sameSideNext) throws Exception {
         Counter serverIn = new Counter();
         Counter clientIn = new Counter();
