@@ -5,9 +5,9 @@ package org.nettyrdma.channel;
  * receives, and what it owes the peer for receives it posted again. Event loop only.
  *
  * <p>Rules kept here: DATA and FIN need two credits (the last is kept for a CREDIT message); every header carries
- * what is owed, at most {@value RdmaProtocol#MAX_CREDITS_PER_HEADER}; a CREDIT message goes out only for owed
- * data credits, when they reach a quarter of the receives or the peer may be out of credits; and a peer never
- * grants more credits than the receive buffers it announced.
+ * what is owed, at most {@value RdmaProtocol#MAX_CREDITS_PER_HEADER}; a CREDIT message goes out when owed data
+ * credits reach a quarter of the receives, or when the peer may be out of credits and data credits, or at least two
+ * control credits, are owed; and a peer never grants more credits than the receive buffers it announced.
  */
 final class CreditWindow {
     private final int receiveCount;
@@ -26,6 +26,17 @@ final class CreditWindow {
     CreditWindow(int receiveCount) {
         this.receiveCount = receiveCount;
         grantedToPeer = receiveCount;
+    }
+
+    /** A copy of {@code other} (CreditWindowModelTest explores the states of two windows). */
+    CreditWindow(CreditWindow other) {
+        receiveCount = other.receiveCount;
+        sendCredits = other.sendCredits;
+        peerReceiveCount = other.peerReceiveCount;
+        owedData = other.owedData;
+        owedCtrl = other.owedCtrl;
+        grantedToPeer = other.grantedToPeer;
+        receivedFromPeer = other.receivedFromPeer;
     }
 
     /**
@@ -102,16 +113,52 @@ final class CreditWindow {
     }
 
     /**
-     * Whether a CREDIT message should go out now: data credits are owed, and they reached a quarter of the receives
-     * or the peer may be out of credits (what it was granted minus what it sent is at most 1); never for control
-     * credits alone (two idle peers would ping-pong), and only with a credit to spend.
+     * Whether a CREDIT message should go out now, with a credit to spend on it (docs/protocol.md, "Credits", rule 2):
+     * <ul>
+     *   <li>data credits owed reached a quarter of the receives; or</li>
+     *   <li>the peer may be out of credits (what it was granted minus what it sent is at most 1) and data credits are
+     *   owed, or at least two control credits.</li>
+     * </ul>
+     * The second case returns control credits without data: a side whose last credits went into CREDIT messages would
+     * otherwise wait forever for a peer with nothing to write. A single control credit never goes back alone: the
+     * CREDIT carrying it is a control credit itself, so two peers that each look out of credits to the other (both
+     * hold unread messages) would bounce it forever; carrying at least two, every such CREDIT lowers what both sides
+     * owe. CreditWindowModelTest checks both, deadlock and ping-pong, over every interleaving of two windows.
      */
     boolean shouldReturnCredits() {
-        if (owedData == 0 || !canSendControl()) {
+        if (owedData + owedCtrl == 0 || !canSendControl()) {
             return false;
         }
+        if (owedData >= Math.max(1, receiveCount / 4)) {
+            return true;
+        }
         boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
-        return owedData >= Math.max(1, receiveCount / 4) || peerStarving;
+        return peerStarving && (owedData > 0 || owedCtrl >= 2);
+    }
+
+    /** Credits this side may spend. */
+    int sendCredits() {
+        return sendCredits;
+    }
+
+    /** Data credits owed to the peer. */
+    int owedData() {
+        return owedData;
+    }
+
+    /** Control credits owed to the peer. */
+    int owedControl() {
+        return owedCtrl;
+    }
+
+    /** Messages the peer may still send or has in flight: what it was granted minus what arrived from it. */
+    long peerOutstanding() {
+        return grantedToPeer - receivedFromPeer;
+    }
+
+    /** Messages that arrived from the peer in all (each spent one of its credits). */
+    long receivedFromPeer() {
+        return receivedFromPeer;
     }
 
     @Override

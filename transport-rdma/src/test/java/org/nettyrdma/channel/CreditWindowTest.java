@@ -67,6 +67,29 @@ class CreditWindowTest {
         assertTrue(w.shouldReturnCredits(), "granted 16, received 15: the peer may be down to its last credit");
     }
 
+    /** Rule 2's second case: the trace of docs/protocol.md, from the side that holds the control credits. */
+    @Test
+    void controlCreditsGoBackToAStarvingPeerTwoOrMoreAtATime() {
+        CreditWindow w = new CreditWindow(4);
+        assertNull(w.peerReady(4));
+        for (int i = 0; i < 3; i++) {
+            assertNull(w.onReceived(0)); // the peer's greeting and two CREDIT messages: it holds 1 of our 4 receives
+            w.oweControl();
+        }
+        assertTrue(w.shouldReturnCredits(), "3 control credits owed to a peer down to 1 credit: it may be stuck");
+        assertEquals(3, w.takeOwed());
+        assertFalse(w.shouldReturnCredits());
+        CreditWindow one = new CreditWindow(4);
+        assertNull(one.peerReady(4));
+        for (int i = 0; i < 3; i++) {
+            assertNull(one.onReceived(0));
+        }
+        one.oweControl();
+        assertFalse(one.shouldReturnCredits(), "one control credit alone would bounce between two starving peers");
+        one.oweControl();
+        assertTrue(one.shouldReturnCredits());
+    }
+
     @Test
     void noCreditMessageWithoutACreditToSendItWith() {
         CreditWindow w = new CreditWindow(4);

@@ -120,6 +120,19 @@ final class HostilePeer implements AutoCloseable {
         post(WrOpcode.SEND, RdmaProtocol.HEADER_LENGTH + payload, 0, 0);
     }
 
+    /** The credits granted by the messages that have arrived (their receives posted again), without waiting. */
+    int takeGrantedCredits() {
+        int credits = 0;
+        long[] wc;
+        while ((wc = poll(true)) != null) {
+            assertEquals(WcStatus.SUCCESS, (int) wc[1], () -> "a receive: " + this);
+            int slot = (int) wc[0];
+            credits += recvMr.buffer().getShort(slot * RECEIVE_SIZE + 2) & 0xffff;
+            postRecv(slot);
+        }
+        return credits;
+    }
+
     /** Protocol v2: a CREDIT message granting {@code credits} with its released count {@code released}. */
     void sendRingCredit(int credits, int released) throws Exception {
         RdmaProtocol.putHeader(sendMr.buffer(), 0, RdmaProtocol.TYPE_CREDIT, credits);
