@@ -8,12 +8,13 @@ package org.nettyrdma.channel;
  * whole budget (a probe); a spin that finds something spins again from the next idle period. A loop whose work comes
  * within the budget (a ping-pong answered by the peer's loop) keeps spinning; one whose gaps are longer (gRPC's calls:
  * the reply waits for the peer's loop, then its application thread, then its loop again) gives the CPU back to the
- * threads that produce its work instead of spinning it away before every wait. Adaptive: it keeps an exponentially weighted estimate of the idle gap (from the
- * moment the loop found nothing to do to the moment it found work again) and spins only while that estimate is at most
- * the cap: then for twice the estimate, at least an eighth of the cap and at most the cap. A ping-pong whose replies
- * come within the cap is caught spinning and pays no wake-up; a loop whose gaps are longer (a stream whose completions
- * wait for a software NIC's kernel threads on the same CPUs, a quiet connection) blocks at once and leaves the CPU to
- * others. A gap that ended only after the loop blocked includes the wake-up; so that a loop which once saw long gaps
+ * threads that produce its work instead of spinning it away before every wait.
+ *
+ * <p>Adaptive: it keeps an exponentially weighted estimate of the idle gap (from the moment the loop found nothing to
+ * do to the moment it found work again) and spins only while that estimate is at most the cap: then for twice the
+ * estimate, at least an eighth of the cap and at most the cap. A ping-pong whose replies come within the cap is caught
+ * spinning and pays no wake-up; a loop whose gaps are longer (a stream whose completions wait for a software NIC's
+ * kernel threads on the same CPUs, a quiet connection) blocks at once and leaves the CPU to others. A gap that ended only after the loop blocked includes the wake-up; so that a loop which once saw long gaps
  * can notice short ones again, every {@value #PROBE_INTERVAL}th idle period of a blocking loop spins the whole cap
  * (a probe), and work found in a probe sets the estimate to that gap.
  *

@@ -91,7 +91,8 @@ public final class UnaryCallCounts {
             }
         }
         System.out.printf(Locale.ROOT, "per sequential unary call of %d B, %d calls after %d to warm up (load average "
-                + "%.1f)%n", size, calls, calls / 2, ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage());
+                + "%.1f)%n", size, calls, calls / 2,
+                ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage());
         for (String t : transports) {
             run(BenchTransport.byLabel(t.trim()), size, calls);
         }
