@@ -31,6 +31,8 @@ import org.nettyrdma.grpc.sample.EchoService;
 import org.nettyrdma.grpc.sample.PayloadPattern;
 
 import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadInfo;
+import java.lang.management.ThreadMXBean;
 import java.net.InetSocketAddress;
 import java.util.Arrays;
 import java.util.Locale;
@@ -136,6 +138,8 @@ public final class UnaryCallCounts {
             for (int i = 0; i < calls / 2; i++) {
                 ClientCalls.blockingUnaryCall(channel, EchoMethods.UNARY, CallOptions.DEFAULT, request);
             }
+            long serverCpu0 = loopCpuNanos("server-");
+            long clientCpu0 = loopCpuNanos("client-");
             long[] s0 = server.snapshot();
             long[] c0 = client.snapshot();
             RdmaCounters rs0 = RdmaIoHandler.counters(serverGroup);
@@ -149,6 +153,8 @@ public final class UnaryCallCounts {
                     throw new IllegalStateException("echo of " + echo.getPayload().size() + " bytes, sent " + size);
                 }
             }
+            long serverCpu = loopCpuNanos("server-") - serverCpu0;
+            long clientCpu = loopCpuNanos("client-") - clientCpu0;
             long[] s1 = server.snapshot();
             long[] c1 = client.snapshot();
             RdmaCounters rs1 = RdmaIoHandler.counters(serverGroup);
@@ -159,6 +165,8 @@ public final class UnaryCallCounts {
             for (int i = 0; i < NAMES.length; i++) {
                 line(NAMES[i], s1[i] - s0[i], c1[i] - c0[i], calls);
             }
+            System.out.printf(Locale.ROOT, "%-40s %8.1f %8.1f%n", "loop thread CPU, µs (moves with load)",
+                    serverCpu / 1e3 / calls, clientCpu / 1e3 / calls);
             if (transport.isRdma()) {
                 line("SENDs", rs1.messagesSent() - rs0.messagesSent(), rc1.messagesSent() - rc0.messagesSent(),
                         calls);
@@ -180,6 +188,18 @@ public final class UnaryCallCounts {
             clientGroup.shutdownGracefully(0, 2, TimeUnit.SECONDS).await(15, TimeUnit.SECONDS);
             serverGroup.shutdownGracefully(0, 2, TimeUnit.SECONDS).await(15, TimeUnit.SECONDS);
         }
+    }
+
+    /** CPU time so far of the live threads whose names start with {@code prefix} (this run's event loop). */
+    private static long loopCpuNanos(String prefix) {
+        ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+        long total = 0;
+        for (ThreadInfo info : threads.getThreadInfo(threads.getAllThreadIds())) {
+            if (info != null && info.getThreadName().startsWith(prefix)) {
+                total += Math.max(0, threads.getThreadCpuTime(info.getThreadId()));
+            }
+        }
+        return total;
     }
 
     private static void line(String name, long server, long client, int calls) {
