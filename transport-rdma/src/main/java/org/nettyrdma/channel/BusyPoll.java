@@ -3,12 +3,18 @@ package org.nettyrdma.channel;
 /**
  * How long an idle {@link RdmaIoHandler} busy-polls before it arms its completion queues and blocks.
  *
- * <p>Fixed: always the configured spin. Adaptive: it keeps an exponentially weighted estimate of the idle gap (from the
- * moment the loop found nothing to do to the moment it found work again) and spins only while that estimate is at most
- * the cap: then for twice the estimate, at least an eighth of the cap and at most the cap. A ping-pong whose replies
- * come within the cap is caught spinning and pays no wake-up; a loop whose gaps are longer (a stream whose completions
- * wait for a software NIC's kernel threads on the same CPUs, a quiet connection) blocks at once and leaves the CPU to
- * others. A gap that ended only after the loop blocked includes the wake-up; so that a loop which once saw long gaps
+ * <p>Fixed: the configured spin, while spinning pays: after {@value #MISS_LIMIT} spins in a row that found nothing (no
+ * completion, no task) the loop blocks at once, but for one idle period in {@value #PROBE_INTERVAL}, which spins the
+ * whole budget (a probe); a spin that finds something spins again from the next idle period. A loop whose work comes
+ * within the budget (a ping-pong answered by the peer's loop) keeps spinning; one whose gaps are longer (gRPC's calls:
+ * the reply waits for the peer's loop, then its application thread, then its loop again) gives the CPU back to the
+ * threads that produce its work instead of spinning it away before every wait.
+ *
+ * <p>Adaptive: it keeps an exponentially weighted estimate of the idle gap (from the moment the loop found nothing to
+ * do to the moment it found work again) and spins only while that estimate is at most the cap: then for twice the
+ * estimate, at least an eighth of the cap and at most the cap. A ping-pong whose replies come within the cap is caught
+ * spinning and pays no wake-up; a loop whose gaps are longer (a stream whose completions wait for a software NIC's
+ * kernel threads on the same CPUs, a quiet connection) blocks at once and leaves the CPU to others. A gap that ended only after the loop blocked includes the wake-up; so that a loop which once saw long gaps
  * can notice short ones again, every {@value #PROBE_INTERVAL}th idle period of a blocking loop spins the whole cap
  * (a probe), and work found in a probe sets the estimate to that gap.
  *
@@ -19,6 +25,8 @@ final class BusyPoll {
     static final int PROBE_INTERVAL = 16;
     /** Samples are clamped to this many caps, so that one long pause moves the estimate a bounded amount. */
     private static final int MAX_SAMPLE_CAPS = 2;
+    /** Fixed mode: spins in a row that found nothing, after which the loop blocks at once (but for probes). */
+    static final int MISS_LIMIT = 8;
 
     private final boolean adaptive;
     private final long capNs;
@@ -26,6 +34,8 @@ final class BusyPoll {
     private long estimateNs;
     private int blockedIdles;
     private boolean probing;
+    /** Fixed mode: spins in a row that found nothing (at most {@link #MISS_LIMIT}). */
+    private int misses;
 
     private BusyPoll(boolean adaptive, long capNs) {
         this.adaptive = adaptive;
@@ -50,13 +60,24 @@ final class BusyPoll {
     /** The loop is idle: how long to spin before blocking (0: block at once). */
     long spinNs() {
         probing = false;
-        if (!adaptive || capNs == 0) {
-            return capNs;
+        if (capNs == 0) {
+            return 0;
+        }
+        if (!adaptive) {
+            if (misses < MISS_LIMIT) {
+                return capNs;
+            }
+            return probe();
         }
         if (estimateNs <= capNs) {
             blockedIdles = 0;
             return Math.min(capNs, Math.max(floorNs, 2 * estimateNs));
         }
+        return probe();
+    }
+
+    /** Blocking mode: 0 (block at once), or the whole cap once in {@link #PROBE_INTERVAL} idle periods. */
+    private long probe() {
         if (++blockedIdles >= PROBE_INTERVAL) {
             blockedIdles = 0;
             probing = true;
@@ -65,8 +86,23 @@ final class BusyPoll {
         return 0;
     }
 
+    /** The spin ran its whole time and found nothing: no completion, no task. */
+    void onNothingWhileSpinning() {
+        probing = false;
+        if (misses < MISS_LIMIT) {
+            misses++;
+        }
+    }
+
+    /** A task came while the loop was spinning: the spin saved a wake-up (no gap to learn from). */
+    void onTaskWhileSpinning() {
+        probing = false;
+        misses = 0;
+    }
+
     /** Work was found {@code gapNs} after the loop went idle, while it was still spinning. */
     void onWorkWhileSpinning(long gapNs) {
+        misses = 0;
         if (probing) {
             probing = false;
             estimateNs = clamp(gapNs);

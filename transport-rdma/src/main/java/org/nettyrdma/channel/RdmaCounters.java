@@ -26,6 +26,9 @@ public final class RdmaCounters {
     long receiveCopiedBytes;
     long ringBytesSent;
     long ringBytesReceived;
+    long spinsFound;
+    long spinsMissed;
+    long waits;
     /** Receive buffers the pipeline holds, in bytes (the application releases them on any thread). */
     final AtomicLong lentBytes = new AtomicLong();
     long registeredBytes;
@@ -135,6 +138,30 @@ public final class RdmaCounters {
     }
 
     /**
+     * Busy-polls of an idle event loop that found work (a completion, a CM event or a task) before their budget ran
+     * out. Event loops only (0 for a channel).
+     */
+    public long spinsFound() {
+        acquire();
+        return spinsFound;
+    }
+
+    /** Busy-polls of an idle event loop that ran their whole budget and found nothing. Event loops only. */
+    public long spinsMissed() {
+        acquire();
+        return spinsMissed;
+    }
+
+    /**
+     * Times an idle event loop waited for its completion channels, CM events and wake-ups (epoll_wait on the native
+     * provider), after arming its completion queues. Event loops only.
+     */
+    public long waits() {
+        acquire();
+        return waits;
+    }
+
+    /**
      * Bytes of receive buffers lent to the pipeline and not yet released: bounded by
      * {@link RdmaChannelOption#MAX_LENT_RECEIVE_BYTES} per channel and
      * {@link RdmaIoHandlerConfig#setMaxLentReceiveBytes(long)} per event loop.
@@ -186,6 +213,9 @@ public final class RdmaCounters {
         total.receiveCopiedBytes += receiveCopiedBytes;
         total.ringBytesSent += ringBytesSent;
         total.ringBytesReceived += ringBytesReceived;
+        total.spinsFound += spinsFound;
+        total.spinsMissed += spinsMissed;
+        total.waits += waits;
         total.lentBytes.addAndGet(lentBytes.get());
         total.registeredBytes += registeredBytes;
         total.queuePairs += queuePairs;
@@ -200,7 +230,8 @@ public final class RdmaCounters {
                 + ", zeroCopyBytes=" + zeroCopyBytes + ", fileReadBytes=" + fileReadBytes + ", creditStalls="
                 + creditStalls + ", keepAliveProbes=" + keepAliveProbes + ", receiveCopies=" + receiveCopies
                 + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
-                + ", ringBytesReceived=" + ringBytesReceived + ", lentBytes=" + lentBytes + ", registeredBytes="
+                + ", ringBytesReceived=" + ringBytesReceived + ", spinsFound=" + spinsFound + ", spinsMissed="
+                + spinsMissed + ", waits=" + waits + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';
     }
 }

@@ -49,8 +49,8 @@ import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
  */
 public final class RdmaIoHandler implements IoHandler {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaIoHandler.class);
-    private static final AtomicIntegerFieldUpdater<RdmaIoHandler> WAKEN_UP =
-            AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "wakenUp");
+    private static final AtomicIntegerFieldUpdater<RdmaIoHandler> BLOCKING =
+            AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "blocking");
     private static final int MAX_CM_EVENTS_PER_RUN = 64;
     private static final long LOOP_ERROR_BACKOFF_MILLIS = 1000;
     /** Each live handler by its event loop, for {@link #counters(EventExecutorGroup)}. */
@@ -70,7 +70,12 @@ public final class RdmaIoHandler implements IoHandler {
     private RdmaIoHandle[] touched = new RdmaIoHandle[64];
     private int touchedCount;
     private int nextId = 1;
-    private volatile int wakenUp;
+    /**
+     * 1 while the loop is in (or about to enter) {@link EventWaiter#await}: only then does {@link #wakeup()} signal the
+     * waiter. A running or spinning loop sees new tasks itself ({@code canBlock()}), and a signal sent to it would
+     * only make its next wait return at once (an eventfd write for nothing, then a wasted wake-up and spin).
+     */
+    private volatile int blocking;
     private final RdmaCounters counters = new RdmaCounters();
     /** Queues whose completion queue failed: closed once the last QP on them is gone. */
     private final List<DeviceQueues> deadQueues = new ArrayList<>();
@@ -162,11 +167,17 @@ public final class RdmaIoHandler implements IoHandler {
                 work = poll();
                 nowNs = System.nanoTime();
                 if (work > 0) {
+                    counters.spinsFound++;
                     busyPoll.onWorkWhileSpinning(nowNs - idleSinceNs);
                     return work;
                 }
             } while (context.canBlock() && nowNs - deadlineNs < 0);
-            if (!context.canBlock()) {
+            if (context.canBlock()) {
+                counters.spinsMissed++;
+                busyPoll.onNothingWhileSpinning();
+            } else {
+                counters.spinsFound++;
+                busyPoll.onTaskWhileSpinning();
                 return 0; // a task came: no gap to learn from
             }
         }
@@ -178,12 +189,17 @@ public final class RdmaIoHandler implements IoHandler {
             busyPoll.onWorkAfterSpin(System.nanoTime() - idleSinceNs);
             return work;
         }
+        BLOCKING.set(this, 1);
         try {
-            waiter.await(context.delayNanos(System.nanoTime()));
+            if (context.canBlock()) { // a task that came before the flag was set signalled nothing: look again
+                counters.waits++;
+                waiter.await(context.delayNanos(System.nanoTime()));
+            }
         } catch (VerbsException e) {
             onLoopError("waiting for RDMA events failed", e);
+        } finally {
+            BLOCKING.set(this, 0);
         }
-        WAKEN_UP.set(this, 0);
         for (int i = 0; i < devices.size(); i++) {
             DeviceQueues q = devices.get(i);
             int events = 0;
@@ -481,7 +497,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public void wakeup() {
-        if (!executor.isExecutorThread(Thread.currentThread()) && WAKEN_UP.compareAndSet(this, 0, 1)) {
+        if (!executor.isExecutorThread(Thread.currentThread()) && BLOCKING.getAndSet(this, 0) == 1) {
             waiter.wakeup();
         }
     }

@@ -11,15 +11,62 @@ class BusyPollTest {
     private static final long CAP = 200_000;
 
     @Test
-    void fixedAlwaysSpinsItsBudgetWhateverTheGaps() {
+    void fixedSpinsItsBudgetWhateverTheGapsWhileSpinsFindWork() {
         BusyPoll p = BusyPoll.fixed(20_000);
         for (int i = 0; i < 100; i++) {
             assertEquals(20_000, p.spinNs());
-            p.onWorkAfterSpin(5_000_000);
+            if (i % 2 == 0) {
+                p.onWorkAfterSpin(5_000_000); // (no miss reported: the spin was cut short by work after all)
+            } else {
+                p.onWorkWhileSpinning(3_000);
+            }
+        }
+        for (int i = 0; i < 100; i++) {
+            assertEquals(20_000, p.spinNs());
+            p.onNothingWhileSpinning();
+            assertEquals(20_000, p.spinNs());
+            p.onTaskWhileSpinning(); // a task during the spin: it saved a wake-up
         }
         assertEquals(20_000, p.spinNs());
         assertEquals(0, BusyPoll.fixed(0).spinNs());
         assertFalse(p.isAdaptive());
+    }
+
+    @Test
+    void fixedStopsSpinningAfterMissesAndProbesOnceInAnInterval() {
+        BusyPoll p = BusyPoll.fixed(20_000);
+        for (int i = 0; i < BusyPoll.MISS_LIMIT; i++) {
+            assertEquals(20_000, p.spinNs(), "spin " + i);
+            p.onNothingWhileSpinning();
+        }
+        for (int round = 0; round < 3; round++) {
+            int blocked = 0;
+            long spin;
+            while ((spin = p.spinNs()) == 0) {
+                blocked++;
+                p.onWorkAfterSpin(400_000); // blocked, woken by a completion
+                assertTrue(blocked < BusyPoll.PROBE_INTERVAL, "no probe within the interval");
+            }
+            assertEquals(BusyPoll.PROBE_INTERVAL - 1, blocked);
+            assertEquals(20_000, spin, "a probe spins the budget");
+            p.onNothingWhileSpinning(); // the probe found nothing
+        }
+        // a probe that finds work: spinning again at once, for MISS_LIMIT misses
+        while (p.spinNs() == 0) {
+            p.onWorkAfterSpin(400_000);
+        }
+        p.onWorkWhileSpinning(8_000);
+        for (int i = 0; i < BusyPoll.MISS_LIMIT; i++) {
+            assertEquals(20_000, p.spinNs(), "spin " + i + " after a probe found work");
+            p.onNothingWhileSpinning();
+        }
+        assertEquals(0, p.spinNs());
+        // a task found by a probe counts as found too
+        while (p.spinNs() == 0) {
+            p.onWorkAfterSpin(400_000);
+        }
+        p.onTaskWhileSpinning();
+        assertEquals(20_000, p.spinNs());
     }
 
     @Test

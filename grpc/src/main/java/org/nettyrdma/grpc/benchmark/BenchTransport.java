@@ -2,8 +2,11 @@ package org.nettyrdma.grpc.benchmark;
 
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.NettyServerBuilder;
+import io.netty.channel.Channel;
 import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.ServerChannel;
 import io.netty.channel.epoll.EpollIoHandler;
 import io.netty.channel.epoll.EpollServerSocketChannel;
 import io.netty.channel.epoll.EpollSocketChannel;
@@ -106,15 +109,43 @@ enum BenchTransport {
 
     /** One event loop, for a server or a client; RDMA loops on {@code provider}. */
     EventLoopGroup newGroup(String name, String provider) {
-        DefaultThreadFactory threads = new DefaultThreadFactory(label + "-" + name, true);
+        return new MultiThreadIoEventLoopGroup(1, new DefaultThreadFactory(label + "-" + name, true),
+                ioHandlerFactory(provider));
+    }
+
+    /** The {@code IoHandler}s of this row's event loops; RDMA on {@code provider}. */
+    IoHandlerFactory ioHandlerFactory(String provider) {
         switch (this) {
             case NIO:
-                return new MultiThreadIoEventLoopGroup(1, threads, NioIoHandler.newFactory());
+                return NioIoHandler.newFactory();
             case EPOLL:
-                return new MultiThreadIoEventLoopGroup(1, threads, EpollIoHandler.newFactory());
+                return EpollIoHandler.newFactory();
             default:
-                return new MultiThreadIoEventLoopGroup(1, threads,
-                        RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().setProvider(provider)));
+                return RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().setProvider(provider));
+        }
+    }
+
+    /** A new unconnected client channel of this row's type. */
+    Channel newChannel() {
+        switch (this) {
+            case NIO:
+                return new NioSocketChannel();
+            case EPOLL:
+                return new EpollSocketChannel();
+            default:
+                return new RdmaSocketChannel();
+        }
+    }
+
+    /** A new server channel of this row's type. */
+    ServerChannel newServerChannel() {
+        switch (this) {
+            case NIO:
+                return new NioServerSocketChannel();
+            case EPOLL:
+                return new EpollServerSocketChannel();
+            default:
+                return new RdmaServerSocketChannel();
         }
     }
 

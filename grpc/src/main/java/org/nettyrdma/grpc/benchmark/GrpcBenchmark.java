@@ -138,11 +138,13 @@ public final class GrpcBenchmark {
             if (transport.isRdma()) {
                 RdmaCounters s = RdmaIoHandler.counters(serverGroup);
                 RdmaCounters c = RdmaIoHandler.counters(clientGroup);
-                row.note = String.format(Locale.ROOT, "copied %.0f%%, SENDs %d of %.0f B on average, credit stalls %d",
+                row.note = String.format(Locale.ROOT, "copied %.0f%%, SENDs %d of %.0f B on average, credit stalls %d"
+                                + ", loop waits %d, busy-polls %d found / %d missed",
                         100.0 * (s.copiedBytes() + c.copiedBytes()) / Math.max(1, s.bytesSent() + c.bytesSent()),
                         s.messagesSent() + c.messagesSent(),
                         (double) (s.bytesSent() + c.bytesSent()) / Math.max(1, s.messagesSent() + c.messagesSent()),
-                        s.creditStalls() + c.creditStalls());
+                        s.creditStalls() + c.creditStalls(), s.waits() + c.waits(), s.spinsFound() + c.spinsFound(),
+                        s.spinsMissed() + c.spinsMissed());
             }
             return row;
         } finally {
