@@ -191,6 +191,9 @@ static void netty_rdma_queryDevice(JNIEnv *env, jclass clazz, jlong context, jlo
     values[ATTR_VENDOR_ID] = attr.vendor_id;
     values[ATTR_MAX_MW] = attr.max_mw;
     values[ATTR_DEVICE_CAP_FLAGS] = (jlong) attr.device_cap_flags;
+    values[ATTR_MAX_SRQ] = attr.max_srq;
+    values[ATTR_MAX_SRQ_WR] = attr.max_srq_wr;
+    values[ATTR_MAX_SRQ_SGE] = attr.max_srq_sge;
     (*env)->SetLongArrayRegion(env, out, 0, ATTR_COUNT, values);
 }
 

@@ -140,6 +140,22 @@ public abstract class VerbsConformanceSuite {
                 "devices() lists " + device.name());
     }
 
+    /**
+     * Shared receive queue limits as {@code ibv_query_device} reports them (printed for docs/verbs-spi.md): a device
+     * either has none at all or room for a receive of one SGE; rxe and siw both have them.
+     */
+    @Test
+    void deviceReportsSrqLimits() {
+        DeviceAttributes a = fx.device.attributes();
+        observed("max_srq, max_srq_wr, max_srq_sge", a.maxSrq() + ", " + a.maxSrqWr() + ", " + a.maxSrqSge());
+        assertTrue(a.maxSrq() >= 0 && a.maxSrqWr() >= 0 && a.maxSrqSge() >= 0, a::toString);
+        assertEquals(a.maxSrq() > 0 && a.maxSrqWr() > 0 && a.maxSrqSge() > 0, a.supportsSharedReceiveQueues(),
+                a::toString);
+        if (isSoftIwarp() || isSoftRoce()) {
+            assertTrue(a.supportsSharedReceiveQueues(), "rxe and siw have shared receive queues: " + a);
+        }
+    }
+
     // ---- memory registration ------------------------------------------------------------------------------------
 
     @Test

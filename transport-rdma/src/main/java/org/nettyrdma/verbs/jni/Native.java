@@ -302,6 +302,12 @@ final class Native {
 
     static native int attrDeviceCapFlags();
 
+    static native int attrMaxSrq();
+
+    static native int attrMaxSrqWr();
+
+    static native int attrMaxSrqSge();
+
     static native int attrCount();
 
     static native int capMaxSendWr();
