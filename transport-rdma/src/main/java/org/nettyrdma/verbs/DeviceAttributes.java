@@ -155,7 +155,7 @@ public final class DeviceAttributes {
     }
 
     /**
-     * Whether {@code ProtectionDomain.createSharedReceiveQueue} exists here: {@code max_srq > 0} and room for at least
+     * Whether {@link ProtectionDomain#createSharedReceiveQueue} exists here: {@code max_srq > 0} and room for at least
      * one receive of one SGE. rxe and siw both have them.
      */
     public boolean supportsSharedReceiveQueues() {

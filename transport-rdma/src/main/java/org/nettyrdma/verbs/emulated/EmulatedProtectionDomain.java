@@ -6,6 +6,7 @@ import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.MemoryWindow;
 import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.SharedReceiveQueue;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.nio.ByteBuffer;
@@ -61,6 +62,27 @@ final class EmulatedProtectionDomain implements ProtectionDomain {
         return device.fabric().allocWindow(this);
     }
 
+    @Override
+    public SharedReceiveQueue createSharedReceiveQueue(int maxWr, int maxSge) throws VerbsException {
+        org.nettyrdma.verbs.DeviceAttributes a = device.attributes();
+        if (!a.supportsSharedReceiveQueues()) {
+            throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP,
+                    device.name() + " has no shared receive queues (max_srq " + a.maxSrq() + ")");
+        }
+        if (maxWr < 1 || maxWr > a.maxSrqWr() || maxSge < 0 || maxSge > a.maxSrqSge()) {
+            throw new VerbsException("ibv_create_srq", Errno.EINVAL, "max_wr " + maxWr + ", max_sge " + maxSge
+                    + " outside 1.." + a.maxSrqWr() + ", 0.." + a.maxSrqSge() + " of " + device.name());
+        }
+        synchronized (this) {
+            if (closed) {
+                throw new VerbsException("ibv_create_srq", Errno.EBADF, "protection domain closed");
+            }
+            device.reserveSrq();
+            users++;
+        }
+        return new EmulatedSharedReceiveQueue(device, this, maxWr, maxSge);
+    }
+
     synchronized void use() throws VerbsException {
         if (closed) {
             throw new VerbsException("rdma_create_qp", Errno.EBADF, "protection domain closed");
@@ -78,7 +100,7 @@ final class EmulatedProtectionDomain implements ProtectionDomain {
             return;
         }
         if (users > 0) {
-            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows or queue pairs use it");
+            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows, shared receive queues or queue pairs use it");
         }
         closed = true;
     }

@@ -157,7 +157,11 @@ final class JniCmId implements CmId {
             throw new VerbsException("rdma_create_qp", Errno.EINVAL,
                     "protection domain and completion queues must be of the id's device " + d.name());
         }
-        attributes.checkWithin(d.attributes());
+        if (attributes.srq() != null) {
+            throw new VerbsException("rdma_create_qp", Errno.EOPNOTSUPP, "the JNI provider does not create a QP with "
+                    + "a shared receive queue yet (docs/srq-design.md, step 3): create it with a receive queue of its own");
+        }
+        attributes.checkWithin(d.attributes(), pd);
         JniProtectionDomain jpd = (JniProtectionDomain) pd;
         JniCompletionQueue scq = (JniCompletionQueue) attributes.sendCq();
         JniCompletionQueue rcq = (JniCompletionQueue) attributes.recvCq();

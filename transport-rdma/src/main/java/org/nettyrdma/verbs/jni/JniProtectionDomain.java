@@ -6,6 +6,7 @@ import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.MemoryWindow;
 import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.SharedReceiveQueue;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.nio.ByteBuffer;
@@ -99,6 +100,16 @@ final class JniProtectionDomain implements ProtectionDomain {
 
     synchronized void release() {
         users--;
+    }
+
+    @Override
+    public SharedReceiveQueue createSharedReceiveQueue(int maxWr, int maxSge) throws VerbsException {
+        if (!device.attributes().supportsSharedReceiveQueues()) {
+            throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP, device.name()
+                    + " has no shared receive queues (max_srq " + device.attributes().maxSrq() + ")");
+        }
+        throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP, "the JNI provider does not create shared receive "
+                + "queues yet (docs/srq-design.md, step 3): use a receive queue per QP");
     }
 
     @Override
