@@ -15,7 +15,10 @@ public interface SharedReceiveQueue extends AutoCloseable {
 
     ProtectionDomain pd();
 
-    /** The most receives the queue holds ({@code max_wr} as created; the device may have rounded it up). */
+    /**
+     * The receives the queue holds at least ({@code max_wr} as the device granted it): post no more. A device may take
+     * more before it refuses (rxe took 7 into a queue of capacity 4).
+     */
     int capacity();
 
     /** The most SGEs of one receive ({@code max_sge} as created). */
@@ -26,7 +29,8 @@ public interface SharedReceiveQueue extends AutoCloseable {
      * chain.
      *
      * @return 0, or {@code -errno} with {@link WorkRequestList#badIndex()} naming the first work request not posted:
-     *         EINVAL for too many SGEs, ENOMEM when the queue holds {@link #capacity()} receives, EBADF after close
+     *         EINVAL for too many SGEs, ENOMEM when the queue is full (at {@link #capacity()} receives or later),
+     *         EBADF after close
      */
     int postRecv(WorkRequestList wrs, int offset, int count);
 

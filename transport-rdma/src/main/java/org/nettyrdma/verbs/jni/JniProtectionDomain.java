@@ -2,6 +2,7 @@ package org.nettyrdma.verbs.jni;
 
 import org.nettyrdma.verbs.Access;
 import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.MemoryWindow;
@@ -108,8 +109,23 @@ final class JniProtectionDomain implements ProtectionDomain {
             throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP, device.name()
                     + " has no shared receive queues (max_srq " + device.attributes().maxSrq() + ")");
         }
-        throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP, "the JNI provider does not create shared receive "
-                + "queues yet (docs/srq-design.md, step 3): use a receive queue per QP");
+        DeviceAttributes a = device.attributes();
+        if (maxWr < 1 || maxWr > a.maxSrqWr() || maxSge < 0 || maxSge > a.maxSrqSge()) {
+            throw new VerbsException("ibv_create_srq", Errno.EINVAL, "max_wr " + maxWr + ", max_sge " + maxSge
+                    + " outside 1.." + a.maxSrqWr() + ", 0.." + a.maxSrqSge() + " of " + device.name());
+        }
+        synchronized (this) {
+            if (closed) {
+                throw new VerbsException("ibv_create_srq", Errno.EBADF, "protection domain closed");
+            }
+            long srq = Native.createSrq(handle, maxWr, maxSge);
+            if (srq < 0) {
+                throw new VerbsException("ibv_create_srq", (int) -srq, "max_wr " + maxWr + ", max_sge " + maxSge
+                        + " on " + device.name());
+            }
+            users++;
+            return new JniSharedReceiveQueue(this, srq);
+        }
     }
 
     @Override
@@ -118,7 +134,7 @@ final class JniProtectionDomain implements ProtectionDomain {
             return;
         }
         if (users > 0) {
-            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows or queue pairs use it");
+            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows, shared receive queues or queue pairs use it");
         }
         int rc = Native.deallocPd(handle);
         if (rc < 0) {
