@@ -162,6 +162,22 @@ public final class DeviceAttributes {
         return maxSrq > 0 && maxSrqWr > 0 && maxSrqSge > 0;
     }
 
+    /**
+     * What every provider checks in {@code ibv_create_srq} of device {@code device}: EOPNOTSUPP without shared receive
+     * queues, EINVAL for {@code maxWr} outside {@code 1 .. max_srq_wr} or {@code maxSge} outside
+     * {@code 0 .. max_srq_sge}.
+     */
+    public void checkSharedReceiveQueue(String device, int maxWr, int maxSge) throws VerbsException {
+        if (!supportsSharedReceiveQueues()) {
+            throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP,
+                    device + " has no shared receive queues (max_srq " + maxSrq + ")");
+        }
+        if (maxWr < 1 || maxWr > maxSrqWr || maxSge < 0 || maxSge > maxSrqSge) {
+            throw new VerbsException("ibv_create_srq", Errno.EINVAL, "max_wr " + maxWr + ", max_sge " + maxSge
+                    + " outside 1.." + maxSrqWr + ", 0.." + maxSrqSge + " of " + device);
+        }
+    }
+
     /** Whether {@link WrOpcode#SEND_WITH_INV} exists here (memory management extensions): rxe and siw both. */
     public boolean supportsSendWithInvalidate() {
         return (capabilityFlags & CAP_MEM_MGT_EXTENSIONS) != 0;

@@ -42,6 +42,14 @@ public interface SharedReceiveQueue extends AutoCloseable {
      */
     void setLimit(int limit) throws VerbsException;
 
+    /** What every provider checks in {@link #setLimit}: EINVAL for a limit outside {@code 0 .. capacity}. */
+    static void checkLimit(int limit, int capacity) throws VerbsException {
+        if (limit < 0 || limit > capacity) {
+            throw new VerbsException("ibv_modify_srq", Errno.EINVAL,
+                    "srq_limit " + limit + " outside 0.." + capacity + " (max_wr)");
+        }
+    }
+
     /** How many times the limit event fired ({@code IBV_EVENT_SRQ_LIMIT_REACHED}); the provider may report it late. */
     long limitEvents();
 

@@ -64,15 +64,7 @@ final class EmulatedProtectionDomain implements ProtectionDomain {
 
     @Override
     public SharedReceiveQueue createSharedReceiveQueue(int maxWr, int maxSge) throws VerbsException {
-        org.nettyrdma.verbs.DeviceAttributes a = device.attributes();
-        if (!a.supportsSharedReceiveQueues()) {
-            throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP,
-                    device.name() + " has no shared receive queues (max_srq " + a.maxSrq() + ")");
-        }
-        if (maxWr < 1 || maxWr > a.maxSrqWr() || maxSge < 0 || maxSge > a.maxSrqSge()) {
-            throw new VerbsException("ibv_create_srq", Errno.EINVAL, "max_wr " + maxWr + ", max_sge " + maxSge
-                    + " outside 1.." + a.maxSrqWr() + ", 0.." + a.maxSrqSge() + " of " + device.name());
-        }
+        device.attributes().checkSharedReceiveQueue(device.name(), maxWr, maxSge);
         synchronized (this) {
             if (closed) {
                 throw new VerbsException("ibv_create_srq", Errno.EBADF, "protection domain closed");

@@ -114,10 +114,7 @@ final class EmulatedSharedReceiveQueue implements SharedReceiveQueue {
         if (closed) {
             throw new VerbsException("ibv_modify_srq", Errno.EBADF, "shared receive queue closed");
         }
-        if (limit < 0 || limit > ring.size) {
-            throw new VerbsException("ibv_modify_srq", Errno.EINVAL,
-                    "srq_limit " + limit + " outside 0.." + ring.size + " (max_wr)");
-        }
+        SharedReceiveQueue.checkLimit(limit, ring.size);
         this.limit = limit;
     }
 

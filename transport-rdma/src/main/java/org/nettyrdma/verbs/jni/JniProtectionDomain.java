@@ -2,7 +2,6 @@ package org.nettyrdma.verbs.jni;
 
 import org.nettyrdma.verbs.Access;
 import org.nettyrdma.verbs.Device;
-import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.MemoryWindow;
@@ -105,15 +104,7 @@ final class JniProtectionDomain implements ProtectionDomain {
 
     @Override
     public SharedReceiveQueue createSharedReceiveQueue(int maxWr, int maxSge) throws VerbsException {
-        if (!device.attributes().supportsSharedReceiveQueues()) {
-            throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP, device.name()
-                    + " has no shared receive queues (max_srq " + device.attributes().maxSrq() + ")");
-        }
-        DeviceAttributes a = device.attributes();
-        if (maxWr < 1 || maxWr > a.maxSrqWr() || maxSge < 0 || maxSge > a.maxSrqSge()) {
-            throw new VerbsException("ibv_create_srq", Errno.EINVAL, "max_wr " + maxWr + ", max_sge " + maxSge
-                    + " outside 1.." + a.maxSrqWr() + ", 0.." + a.maxSrqSge() + " of " + device.name());
-        }
+        device.attributes().checkSharedReceiveQueue(device.name(), maxWr, maxSge);
         synchronized (this) {
             if (closed) {
                 throw new VerbsException("ibv_create_srq", Errno.EBADF, "protection domain closed");

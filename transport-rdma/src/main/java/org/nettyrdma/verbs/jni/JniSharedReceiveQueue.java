@@ -74,10 +74,7 @@ final class JniSharedReceiveQueue implements SharedReceiveQueue {
         if (closed) {
             throw new VerbsException("ibv_modify_srq", Errno.EBADF, "shared receive queue closed");
         }
-        if (limit < 0 || limit > capacity) {
-            throw new VerbsException("ibv_modify_srq", Errno.EINVAL,
-                    "srq_limit " + limit + " outside 0.." + capacity + " (max_wr)");
-        }
+        SharedReceiveQueue.checkLimit(limit, capacity);
         int rc = Native.modifySrqLimit(handle, limit);
         if (rc < 0) {
             throw new VerbsException("ibv_modify_srq", -rc, "srq_limit " + limit);
