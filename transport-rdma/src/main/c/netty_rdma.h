@@ -48,6 +48,20 @@ struct netty_rdma_qp {
     uint32_t max_recv_sge;
     uint32_t max_inline;
     int no_imm;
+    /* created with a shared receive queue: postRecv on the QP is EINVAL */
+    int has_srq;
+    int error;
+};
+
+/*
+ * A shared receive queue. IBV_EVENT_SRQ_LIMIT_REACHED counts limit_events (the asynchronous events' thread; read with
+ * acquire), IBV_EVENT_SRQ_ERR sets error.
+ */
+struct netty_rdma_srq {
+    struct ibv_srq *srq;
+    uint32_t max_wr;
+    uint32_t max_sge;
+    int64_t limit_events;
     int error;
 };
 

@@ -227,9 +227,12 @@ static jint netty_rdma_migrateId(JNIEnv *env, jclass clazz, jlong id, jlong chan
 
 /* ---- the id's queue pair ------------------------------------------------------------------------------------ */
 
-/* rdma_create_qp of an RC QP: the QP handle, or -errno; caps receives what the device granted. */
+/*
+ * rdma_create_qp of an RC QP: the QP handle, or -errno; caps receives what the device granted. With a shared receive
+ * queue (srq != 0) the QP has no receive queue of its own: max_recv_wr and max_recv_sge are not used.
+ */
 static jlong netty_rdma_createQp(JNIEnv *env, jclass clazz, jlong id_handle, jlong pd, jlong send_cq, jlong recv_cq,
-                                 jint max_send_wr, jint max_recv_wr, jint max_send_sge, jint max_recv_sge,
+                                 jlong srq, jint max_send_wr, jint max_recv_wr, jint max_send_sge, jint max_recv_sge,
                                  jint max_inline, jboolean signal_all, jintArray caps) {
     (void) clazz;
     struct rdma_cm_id *id = NETTY_RDMA_HANDLE(struct rdma_cm_id, id_handle);
@@ -245,9 +248,10 @@ static jlong netty_rdma_createQp(JNIEnv *env, jclass clazz, jlong id_handle, jlo
     attr.qp_type = IBV_QPT_RC;
     attr.sq_sig_all = signal_all ? 1 : 0;
     attr.cap.max_send_wr = (uint32_t) max_send_wr;
-    attr.cap.max_recv_wr = (uint32_t) max_recv_wr;
+    attr.cap.max_recv_wr = srq != 0 ? 0 : (uint32_t) max_recv_wr;
     attr.cap.max_send_sge = (uint32_t) max_send_sge;
-    attr.cap.max_recv_sge = (uint32_t) max_recv_sge;
+    attr.cap.max_recv_sge = srq != 0 ? 0 : (uint32_t) max_recv_sge;
+    attr.srq = srq != 0 ? NETTY_RDMA_HANDLE(struct netty_rdma_srq, srq)->srq : NULL;
     attr.cap.max_inline_data = (uint32_t) max_inline;
     errno = 0;
     if (rdma_create_qp(id, NETTY_RDMA_HANDLE(struct ibv_pd, pd), &attr) != 0) {
@@ -258,14 +262,15 @@ static jlong netty_rdma_createQp(JNIEnv *env, jclass clazz, jlong id_handle, jlo
     q->qp = id->qp;
     q->id = id;
     q->max_send_sge = attr.cap.max_send_sge;
-    q->max_recv_sge = attr.cap.max_recv_sge;
+    q->max_recv_sge = srq != 0 ? 0 : attr.cap.max_recv_sge;
+    q->has_srq = srq != 0;
     q->max_inline = attr.cap.max_inline_data;
     q->no_imm = id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
     jint granted[CAP_COUNT];
     granted[CAP_MAX_SEND_WR] = (jint) attr.cap.max_send_wr;
-    granted[CAP_MAX_RECV_WR] = (jint) attr.cap.max_recv_wr;
+    granted[CAP_MAX_RECV_WR] = srq != 0 ? 0 : (jint) attr.cap.max_recv_wr;
     granted[CAP_MAX_SEND_SGE] = (jint) attr.cap.max_send_sge;
-    granted[CAP_MAX_RECV_SGE] = (jint) attr.cap.max_recv_sge;
+    granted[CAP_MAX_RECV_SGE] = srq != 0 ? 0 : (jint) attr.cap.max_recv_sge;
     granted[CAP_MAX_INLINE] = (jint) attr.cap.max_inline_data;
     granted[CAP_QP_NUM] = (jint) id->qp->qp_num;
     (*env)->SetIntArrayRegion(env, caps, 0, CAP_COUNT, granted);
@@ -432,7 +437,7 @@ static const JNINativeMethod methods[] = {
     {"idVerbs", "(J)J", (void *) netty_rdma_idVerbs},
     {"idAddress", "(JZ[B)I", (void *) netty_rdma_idAddress},
     {"migrateId", "(JJ)I", (void *) netty_rdma_migrateId},
-    {"createQp", "(JJJJIIIIIZ[I)J", (void *) netty_rdma_createQp},
+    {"createQp", "(JJJJJIIIIIZ[I)J", (void *) netty_rdma_createQp},
     {"destroyQp", "(J)V", (void *) netty_rdma_destroyQp},
     {"connect", "(J[BIIII)I", (void *) netty_rdma_connect},
     {"accept", "(J[BIIII)I", (void *) netty_rdma_accept},

@@ -45,6 +45,9 @@
     X(attrVendorId, ATTR_VENDOR_ID) \
     X(attrMaxMw, ATTR_MAX_MW) \
     X(attrDeviceCapFlags, ATTR_DEVICE_CAP_FLAGS) \
+    X(attrMaxSrq, ATTR_MAX_SRQ) \
+    X(attrMaxSrqWr, ATTR_MAX_SRQ_WR) \
+    X(attrMaxSrqSge, ATTR_MAX_SRQ_SGE) \
     X(attrCount, ATTR_COUNT) \
     X(capMaxSendWr, CAP_MAX_SEND_WR) \
     X(capMaxRecvWr, CAP_MAX_RECV_WR) \

@@ -191,6 +191,9 @@ static void netty_rdma_queryDevice(JNIEnv *env, jclass clazz, jlong context, jlo
     values[ATTR_VENDOR_ID] = attr.vendor_id;
     values[ATTR_MAX_MW] = attr.max_mw;
     values[ATTR_DEVICE_CAP_FLAGS] = (jlong) attr.device_cap_flags;
+    values[ATTR_MAX_SRQ] = attr.max_srq;
+    values[ATTR_MAX_SRQ_WR] = attr.max_srq_wr;
+    values[ATTR_MAX_SRQ_SGE] = attr.max_srq_sge;
     (*env)->SetLongArrayRegion(env, out, 0, ATTR_COUNT, values);
 }
 
@@ -244,6 +247,18 @@ static jint netty_rdma_asyncDrain(JNIEnv *env, jclass clazz, jint epfd, jint tim
                     if (event.element.qp->qp_context != NULL) {
                         struct netty_rdma_qp *q = event.element.qp->qp_context;
                         __atomic_store_n(&q->error, 1, __ATOMIC_RELEASE);
+                    }
+                    break;
+                case IBV_EVENT_SRQ_LIMIT_REACHED:
+                    if (event.element.srq->srq_context != NULL) {
+                        struct netty_rdma_srq *s = event.element.srq->srq_context;
+                        __atomic_add_fetch(&s->limit_events, 1, __ATOMIC_RELEASE);
+                    }
+                    break;
+                case IBV_EVENT_SRQ_ERR:
+                    if (event.element.srq->srq_context != NULL) {
+                        struct netty_rdma_srq *s = event.element.srq->srq_context;
+                        __atomic_store_n(&s->error, 1, __ATOMIC_RELEASE);
                     }
                     break;
                 default:
@@ -625,13 +640,13 @@ static jlong netty_rdma_postSend(JNIEnv *env, jclass clazz, jlong handle, jlong 
     return 0;
 }
 
-/* ibv_post_recv of slots offset .. offset + count - 1; as postSend. */
-static jlong netty_rdma_postRecv(JNIEnv *env, jclass clazz, jlong handle, jlong address, jint slot_size, jint offset,
-                                 jint count) {
-    (void) env;
-    (void) clazz;
-    struct netty_rdma_qp *q = NETTY_RDMA_HANDLE(struct netty_rdma_qp, handle);
-    const uint8_t *base = NETTY_RDMA_HANDLE(const uint8_t, address);
+/*
+ * Posts receive slots offset .. offset + count - 1 of the WorkRequestList at address, in chains of at most
+ * POST_CHUNK_WRS, to a QP (qp != NULL) or a shared receive queue: ibv_post_recv or ibv_post_srq_recv. A slot with more
+ * than max_sge SGEs fails with EINVAL at its index. Returns 0, or post_result(first index not posted, -errno).
+ */
+static jlong post_receives(struct ibv_qp *qp, struct ibv_srq *srq, uint32_t max_sge, const uint8_t *base,
+                           jint slot_size, jint offset, jint count) {
     uint32_t slot_sges = (uint32_t) (slot_size - WR_OFFSET_SGES) / SGE_SIZE;
     struct ibv_recv_wr wrs[POST_CHUNK_WRS];
     struct ibv_sge sges[POST_CHUNK_SGES];
@@ -645,7 +660,7 @@ static jlong netty_rdma_postRecv(JNIEnv *env, jclass clazz, jlong handle, jlong 
         for (; i < end && n < POST_CHUNK_WRS; i++) {
             const uint8_t *slot = base + (size_t) i * (size_t) slot_size;
             uint32_t num_sge = netty_rdma_load32(slot + WR_OFFSET_NUM_SGE);
-            if (num_sge > slot_sges || num_sge > q->max_recv_sge || num_sge > POST_CHUNK_SGES) {
+            if (num_sge > slot_sges || num_sge > max_sge || num_sge > POST_CHUNK_SGES) {
                 err = -EINVAL;
                 break;
             }
@@ -666,7 +681,7 @@ static jlong netty_rdma_postRecv(JNIEnv *env, jclass clazz, jlong handle, jlong 
         }
         if (n > 0) {
             struct ibv_recv_wr *bad = NULL;
-            int rc = ibv_post_recv(q->qp, wrs, &bad);
+            int rc = qp != NULL ? ibv_post_recv(qp, wrs, &bad) : ibv_post_srq_recv(srq, wrs, &bad);
             if (rc != 0) {
                 jint bad_index = bad != NULL && bad >= wrs && bad < wrs + n ? first + (jint) (bad - wrs) : first;
                 return post_result(bad_index, -positive_errno(rc));
@@ -676,6 +691,100 @@ static jlong netty_rdma_postRecv(JNIEnv *env, jclass clazz, jlong handle, jlong 
             return post_result(i, err);
         }
     }
+    return 0;
+}
+
+/* ibv_post_recv of slots offset .. offset + count - 1; as postSend. EINVAL on a QP with a shared receive queue. */
+static jlong netty_rdma_postRecv(JNIEnv *env, jclass clazz, jlong handle, jlong address, jint slot_size, jint offset,
+                                 jint count) {
+    (void) env;
+    (void) clazz;
+    struct netty_rdma_qp *q = NETTY_RDMA_HANDLE(struct netty_rdma_qp, handle);
+    if (q->has_srq) {
+        return count > 0 ? post_result(offset, -EINVAL) : 0;
+    }
+    return post_receives(q->qp, NULL, q->max_recv_sge, NETTY_RDMA_HANDLE(const uint8_t, address), slot_size, offset,
+                         count);
+}
+
+/* ---- shared receive queues ---------------------------------------------------------------------------------- */
+
+/* ibv_create_srq with its limit disarmed: the handle, or -errno. */
+static jlong netty_rdma_createSrq(JNIEnv *env, jclass clazz, jlong pd, jint max_wr, jint max_sge) {
+    (void) env;
+    (void) clazz;
+    struct netty_rdma_srq *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return -ENOMEM;
+    }
+    struct ibv_srq_init_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.srq_context = s; /* for the asynchronous events */
+    attr.attr.max_wr = (uint32_t) max_wr;
+    attr.attr.max_sge = (uint32_t) max_sge;
+    attr.attr.srq_limit = 0;
+    errno = 0;
+    s->srq = ibv_create_srq(NETTY_RDMA_HANDLE(struct ibv_pd, pd), &attr);
+    if (s->srq == NULL) {
+        int err = netty_rdma_errno();
+        free(s);
+        return err;
+    }
+    /* what the device granted (it may round up) */
+    s->max_wr = attr.attr.max_wr;
+    s->max_sge = attr.attr.max_sge;
+    return NETTY_RDMA_TO_HANDLE(s);
+}
+
+static jint netty_rdma_srqCapacity(JNIEnv *env, jclass clazz, jlong handle) {
+    (void) env;
+    (void) clazz;
+    return (jint) NETTY_RDMA_HANDLE(struct netty_rdma_srq, handle)->max_wr;
+}
+
+static jint netty_rdma_srqMaxSge(JNIEnv *env, jclass clazz, jlong handle) {
+    (void) env;
+    (void) clazz;
+    return (jint) NETTY_RDMA_HANDLE(struct netty_rdma_srq, handle)->max_sge;
+}
+
+static jlong netty_rdma_srqLimitEvents(JNIEnv *env, jclass clazz, jlong handle) {
+    (void) env;
+    (void) clazz;
+    return (jlong) __atomic_load_n(&NETTY_RDMA_HANDLE(struct netty_rdma_srq, handle)->limit_events, __ATOMIC_ACQUIRE);
+}
+
+/* ibv_modify_srq(IBV_SRQ_LIMIT): arms the limit event (0 disarms); 0 or -errno. */
+static jint netty_rdma_modifySrqLimit(JNIEnv *env, jclass clazz, jlong handle, jint limit) {
+    (void) env;
+    (void) clazz;
+    struct ibv_srq_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.srq_limit = (uint32_t) limit;
+    return -positive_errno(ibv_modify_srq(NETTY_RDMA_HANDLE(struct netty_rdma_srq, handle)->srq, &attr,
+                                          IBV_SRQ_LIMIT));
+}
+
+/* ibv_post_srq_recv; as postRecv. */
+static jlong netty_rdma_postSrqRecv(JNIEnv *env, jclass clazz, jlong handle, jlong address, jint slot_size,
+                                    jint offset, jint count) {
+    (void) env;
+    (void) clazz;
+    struct netty_rdma_srq *s = NETTY_RDMA_HANDLE(struct netty_rdma_srq, handle);
+    return post_receives(NULL, s->srq, s->max_sge, NETTY_RDMA_HANDLE(const uint8_t, address), slot_size, offset,
+                         count);
+}
+
+/* ibv_destroy_srq, then the struct: 0, or -errno (the queue stays). */
+static jint netty_rdma_destroySrq(JNIEnv *env, jclass clazz, jlong handle) {
+    (void) env;
+    (void) clazz;
+    struct netty_rdma_srq *s = NETTY_RDMA_HANDLE(struct netty_rdma_srq, handle);
+    int rc = ibv_destroy_srq(s->srq);
+    if (rc != 0) {
+        return -positive_errno(rc);
+    }
+    free(s);
     return 0;
 }
 
@@ -713,6 +822,13 @@ static const JNINativeMethod methods[] = {
     {"modifyQpError", "(J)I", (void *) netty_rdma_modifyQpError},
     {"postSend", "(JJIIIIJ)J", (void *) netty_rdma_postSend},
     {"postRecv", "(JJIII)J", (void *) netty_rdma_postRecv},
+    {"createSrq", "(JII)J", (void *) netty_rdma_createSrq},
+    {"srqCapacity", "(J)I", (void *) netty_rdma_srqCapacity},
+    {"srqMaxSge", "(J)I", (void *) netty_rdma_srqMaxSge},
+    {"srqLimitEvents", "(J)J", (void *) netty_rdma_srqLimitEvents},
+    {"modifySrqLimit", "(JI)I", (void *) netty_rdma_modifySrqLimit},
+    {"postSrqRecv", "(JJIII)J", (void *) netty_rdma_postSrqRecv},
+    {"destroySrq", "(J)I", (void *) netty_rdma_destroySrq},
 };
 
 jint netty_rdma_verbs_register(JNIEnv *env, jclass clazz) {

@@ -23,6 +23,9 @@ public final class DeviceAttributes {
     private final int maxQpRdAtom;
     private final int maxMw;
     private final long capabilityFlags;
+    private final int maxSrq;
+    private final int maxSrqWr;
+    private final int maxSrqSge;
 
     /** {@code IBV_DEVICE_MEM_WINDOW}: the device has memory windows. */
     public static final long CAP_MEM_WINDOW = 1L << 17;
@@ -39,12 +42,26 @@ public final class DeviceAttributes {
         this(transport, maxQp, maxQpWr, maxSge, maxInlineData, maxCqe, maxMr, maxMrSize, maxQpRdAtom, 0, 0);
     }
 
+    /** A device without shared receive queues. */
+    public DeviceAttributes(Transport transport, int maxQp, int maxQpWr, int maxSge, int maxInlineData, int maxCqe,
+                            int maxMr, long maxMrSize, int maxQpRdAtom, int maxMw, long capabilityFlags) {
+        this(transport, maxQp, maxQpWr, maxSge, maxInlineData, maxCqe, maxMr, maxMrSize, maxQpRdAtom, maxMw,
+                capabilityFlags, 0, 0, 0);
+    }
+
     /**
      * @param maxMw           {@code max_mw}: how many memory windows the device can have
      * @param capabilityFlags {@code device_cap_flags}: of these the SPI reads the {@code CAP_*} bits
+     * @param maxSrq          {@code max_srq}: how many shared receive queues the device can have (0: none)
+     * @param maxSrqWr        {@code max_srq_wr}: the most receives one shared receive queue can hold
+     * @param maxSrqSge       {@code max_srq_sge}: the most SGEs of one receive in a shared receive queue
      */
     public DeviceAttributes(Transport transport, int maxQp, int maxQpWr, int maxSge, int maxInlineData, int maxCqe,
-                            int maxMr, long maxMrSize, int maxQpRdAtom, int maxMw, long capabilityFlags) {
+                            int maxMr, long maxMrSize, int maxQpRdAtom, int maxMw, long capabilityFlags, int maxSrq,
+                            int maxSrqWr, int maxSrqSge) {
+        this.maxSrq = maxSrq;
+        this.maxSrqWr = maxSrqWr;
+        this.maxSrqSge = maxSrqSge;
         this.maxMw = maxMw;
         this.capabilityFlags = capabilityFlags;
         this.transport = transport;
@@ -122,6 +139,45 @@ public final class DeviceAttributes {
                 && (capabilityFlags & (CAP_MEM_WINDOW_TYPE_2A | CAP_MEM_WINDOW_TYPE_2B)) != 0;
     }
 
+    /** {@code max_srq}; 0 where the device has no shared receive queues. */
+    public int maxSrq() {
+        return maxSrq;
+    }
+
+    /** {@code max_srq_wr}: the most receives one shared receive queue can hold. */
+    public int maxSrqWr() {
+        return maxSrqWr;
+    }
+
+    /** {@code max_srq_sge}: the most SGEs of one receive posted to a shared receive queue. */
+    public int maxSrqSge() {
+        return maxSrqSge;
+    }
+
+    /**
+     * Whether {@link ProtectionDomain#createSharedReceiveQueue} exists here: {@code max_srq > 0} and room for at least
+     * one receive of one SGE. rxe and siw both have them.
+     */
+    public boolean supportsSharedReceiveQueues() {
+        return maxSrq > 0 && maxSrqWr > 0 && maxSrqSge > 0;
+    }
+
+    /**
+     * What every provider checks in {@code ibv_create_srq} of device {@code device}: EOPNOTSUPP without shared receive
+     * queues, EINVAL for {@code maxWr} outside {@code 1 .. max_srq_wr} or {@code maxSge} outside
+     * {@code 0 .. max_srq_sge}.
+     */
+    public void checkSharedReceiveQueue(String device, int maxWr, int maxSge) throws VerbsException {
+        if (!supportsSharedReceiveQueues()) {
+            throw new VerbsException("ibv_create_srq", Errno.EOPNOTSUPP,
+                    device + " has no shared receive queues (max_srq " + maxSrq + ")");
+        }
+        if (maxWr < 1 || maxWr > maxSrqWr || maxSge < 0 || maxSge > maxSrqSge) {
+            throw new VerbsException("ibv_create_srq", Errno.EINVAL, "max_wr " + maxWr + ", max_sge " + maxSge
+                    + " outside 1.." + maxSrqWr + ", 0.." + maxSrqSge + " of " + device);
+        }
+    }
+
     /** Whether {@link WrOpcode#SEND_WITH_INV} exists here (memory management extensions): rxe and siw both. */
     public boolean supportsSendWithInvalidate() {
         return (capabilityFlags & CAP_MEM_MGT_EXTENSIONS) != 0;
@@ -132,6 +188,7 @@ public final class DeviceAttributes {
         return "DeviceAttributes{transport=" + transport + ", maxQp=" + maxQp + ", maxQpWr=" + maxQpWr
                 + ", maxSge=" + maxSge + ", maxInlineData=" + maxInlineData + ", maxCqe=" + maxCqe
                 + ", maxMr=" + maxMr + ", maxMrSize=" + maxMrSize + ", maxQpRdAtom=" + maxQpRdAtom + ", maxMw=" + maxMw + ", capabilityFlags=0x"
-                + Long.toHexString(capabilityFlags) + '}';
+                + Long.toHexString(capabilityFlags) + ", maxSrq=" + maxSrq + ", maxSrqWr=" + maxSrqWr
+                + ", maxSrqSge=" + maxSrqSge + '}';
     }
 }

@@ -2,7 +2,7 @@ package org.nettyrdma.verbs;
 
 import java.nio.ByteBuffer;
 
-/** {@code ibv_pd}. Closing it while memory regions, memory windows or queue pairs use it fails with EBUSY. */
+/** {@code ibv_pd}. Closing it while memory regions, memory windows, shared receive queues or queue pairs use it fails with EBUSY. */
 public interface ProtectionDomain extends AutoCloseable {
 
     Device device();
@@ -23,6 +23,17 @@ public interface ProtectionDomain extends AutoCloseable {
      *                        ({@link DeviceAttributes#supportsMemoryWindows()}: siw), ENOMEM beyond {@code max_mw}
      */
     MemoryWindow allocMemoryWindow() throws VerbsException;
+
+    /**
+     * {@code ibv_create_srq}: a shared receive queue of this protection domain with room for {@code maxWr} receives of
+     * up to {@code maxSge} SGEs each, its limit event disarmed.
+     *
+     * @throws VerbsException EOPNOTSUPP where the device has none ({@link DeviceAttributes#supportsSharedReceiveQueues()})
+     *                        or the provider does not create them yet, EINVAL for {@code maxWr} outside
+     *                        {@code 1 .. max_srq_wr} or {@code maxSge} outside {@code 0 .. max_srq_sge}, ENOMEM beyond
+     *                        {@code max_srq}, EBADF after close
+     */
+    SharedReceiveQueue createSharedReceiveQueue(int maxWr, int maxSge) throws VerbsException;
 
     /** {@code ibv_dealloc_pd}; idempotent. */
     @Override

@@ -424,8 +424,9 @@ final class Loopback {
             recvCq = o.sharedCq ? sendCq : own(device.createCq(o.cqe, channel));
         }
 
+        /** The QP of this end; a server end's takes its receives from {@link Options#serverSrq} if there is one. */
         QueuePair createQp(Options o) throws VerbsException {
-            return id.createQp(pd, o.qpAttributes(sendCq, recvCq));
+            return id.createQp(pd, o.qpAttributes(sendCq, recvCq, events == serverEvents ? o.serverSrq : null));
         }
 
         QueuePair qp() {
@@ -572,6 +573,13 @@ final class Loopback {
         int rnrRetryCount = ConnectionParameters.RNR_RETRY_INFINITE;
         byte[] connectData = ascii("conformance connect");
         byte[] acceptData = ascii("conformance accept");
+        /** The shared receive queue of the server ends' QPs, or null (a receive queue each). */
+        SharedReceiveQueue serverSrq;
+
+        Options serverSrq(SharedReceiveQueue srq) {
+            serverSrq = srq;
+            return this;
+        }
 
         Options cqe(int n) {
             cqe = n;
@@ -623,9 +631,10 @@ final class Loopback {
             return this;
         }
 
-        QpInitAttributes qpAttributes(CompletionQueue sendCq, CompletionQueue recvCq) {
-            return new QpInitAttributes(sendCq, recvCq, maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInlineData,
-                    signalAll);
+        /** With a shared receive queue, the QP asks for no receive queue of its own (0 receives, 0 SGEs). */
+        QpInitAttributes qpAttributes(CompletionQueue sendCq, CompletionQueue recvCq, SharedReceiveQueue srq) {
+            return new QpInitAttributes(sendCq, recvCq, maxSendWr, srq == null ? maxRecvWr : 0, maxSendSge,
+                    srq == null ? maxRecvSge : 0, maxInlineData, signalAll, srq);
         }
     }
 

@@ -39,6 +39,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import static org.nettyrdma.verbs.Access.LOCAL_WRITE;
 import static org.nettyrdma.verbs.Access.REMOTE_READ;
@@ -138,6 +139,22 @@ public abstract class VerbsConformanceSuite {
                 && a.maxMrSize() > 0 && a.maxQpRdAtom() > 0 && a.maxInlineData() >= 0, a::toString);
         assertTrue(fx.provider.devices().stream().anyMatch(d -> d.name().equals(device.name())),
                 "devices() lists " + device.name());
+    }
+
+    /**
+     * Shared receive queue limits as {@code ibv_query_device} reports them (printed for docs/verbs-spi.md): a device
+     * either has none at all or room for a receive of one SGE; rxe and siw both have them.
+     */
+    @Test
+    void deviceReportsSrqLimits() {
+        DeviceAttributes a = fx.device.attributes();
+        observed("max_srq, max_srq_wr, max_srq_sge", a.maxSrq() + ", " + a.maxSrqWr() + ", " + a.maxSrqSge());
+        assertTrue(a.maxSrq() >= 0 && a.maxSrqWr() >= 0 && a.maxSrqSge() >= 0, a::toString);
+        assertEquals(a.maxSrq() > 0 && a.maxSrqWr() > 0 && a.maxSrqSge() > 0, a.supportsSharedReceiveQueues(),
+                a::toString);
+        if (isSoftIwarp() || isSoftRoce()) {
+            assertTrue(a.supportsSharedReceiveQueues(), "rxe and siw have shared receive queues: " + a);
+        }
     }
 
     // ---- memory registration ------------------------------------------------------------------------------------
@@ -2230,6 +2247,263 @@ public abstract class VerbsConformanceSuite {
         assertErrnoRc(Errno.EINVAL, server.postSend(1));
         assertEquals(0, fx.wrs.badIndex());
         fx.assertNoCompletion(server.sendCq);
+    }
+
+    // ---- shared receive queues ----------------------------------------------------------------------------------
+    // docs/srq-design.md section 5. The server ends' QPs take their receives from one shared receive queue.
+
+    /**
+     * A shared receive queue of {@code pd} for {@code maxWr} receives of one SGE, closed after the test's CM ids (so
+     * after its QPs). Skips where the device has none.
+     */
+    private SharedReceiveQueue newSrq(ProtectionDomain pd, int maxWr) throws VerbsException {
+        DeviceAttributes a = fx.device.attributes();
+        assumeTrue(a.supportsSharedReceiveQueues(), fx.device.name() + ": no shared receive queues (max_srq "
+                + a.maxSrq() + ")");
+        return fx.own(pd.createSharedReceiveQueue(maxWr, 1));
+    }
+
+    /** Posts receives {@code wrIds} to {@code srq} as one chain, each {@code size} bytes of {@code mr} at i * size. */
+    private void postSrq(SharedReceiveQueue srq, MemoryRegion mr, int size, long... wrIds) {
+        for (int i = 0; i < wrIds.length; i++) {
+            fx.recvWr(i, wrIds[i], mr, i * size, size);
+        }
+        fx.assertPosted(srq.postRecv(fx.wrs, 0, wrIds.length));
+    }
+
+    @Test
+    void srqChecksItsLimitsAndItsPosts() throws Exception {
+        DeviceAttributes a = fx.device.attributes();
+        SharedReceiveQueue srq = newSrq(server.pd, 4);
+        assertSame(server.pd, srq.pd());
+        int capacity = srq.capacity();
+        observed("capacity of a shared receive queue created for 4 receives", capacity);
+        assertTrue(capacity >= 4 && capacity < fx.wrs.capacity(), "capacity " + capacity + " for 4 receives");
+        if (a.maxSrqWr() < Integer.MAX_VALUE) {
+            assertErrno(Errno.EINVAL, () -> server.pd.createSharedReceiveQueue(a.maxSrqWr() + 1, 1));
+        }
+        assertErrno(Errno.EINVAL, () -> server.pd.createSharedReceiveQueue(4, a.maxSrqSge() + 1));
+        assertErrno(Errno.EINVAL, () -> srq.setLimit(capacity + 1));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        fx.recvWr(0, 1, in, 0, 16).addSge(0, in.address() + 16, 16, in.lkey());
+        assertErrnoRc(Errno.EINVAL, srq.postRecv(fx.wrs, 0, 1));
+        assertEquals(0, fx.wrs.badIndex());
+        // one at a time until the queue is full: at least capacity() fit (rxe0 took more, its ring being larger)
+        int posted = 0;
+        int rc;
+        do {
+            fx.recvWr(0, 10 + posted, in, 0, 16);
+            rc = srq.postRecv(fx.wrs, 0, 1);
+        } while (rc == 0 && ++posted < fx.wrs.capacity());
+        observed("receives a shared receive queue of capacity " + capacity + " took before it was full", posted);
+        assertErrnoRc(Errno.ENOMEM, rc);
+        assertEquals(0, fx.wrs.badIndex(), "the receive that did not fit");
+        assertTrue(posted >= capacity, posted + " receives fit into a queue of capacity " + capacity);
+    }
+
+    /**
+     * Two connections whose server QPs share one queue: each message takes the queue's oldest receive, whichever QP it
+     * reaches; its completion comes on that QP's receive CQ with that QP's qp_num and the receive's wr_id.
+     */
+    @Test
+    void sendsToTwoQpsShareOneSrqInPostedOrder() throws Exception {
+        SharedReceiveQueue srq = newSrq(server.pd, 8);
+        fx.connect(fx.options().serverSrq(srq));
+        End[] other = fx.connectAnother(server.pd);
+        End client2 = other[0];
+        End server2 = other[1];
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out2 = client2.register(SIZE, LOCAL_WRITE);
+        postSrq(srq, in, 64, 10, 11, 12, 13);
+        End[] senders = {client, client2, client2, client};
+        End[] receivers = {server, server2, server2, server};
+        for (int i = 0; i < 4; i++) {
+            MemoryRegion src = senders[i] == client ? out : out2;
+            write(src, i * 64, pattern(20 + i, 60 + i));
+            senders[i].send(i, src, i * 64, 20 + i);
+            assertWc(senders[i].sendCompletion(), i, WcStatus.SUCCESS);
+            Wc recv = receivers[i].recvCompletion();
+            assertCompletion(recv, 10 + i, WcOpcode.RECV, receivers[i].qp().qpNum());
+            assertEquals(20 + i, recv.byteLen(), recv::toString);
+            assertArrayEquals(pattern(20 + i, 60 + i), read(in, i * 64, 20 + i), "message " + i);
+        }
+        assertNotEquals(server.qp().qpNum(), server2.qp().qpNum());
+        fx.assertNoCompletion(server.recvCq, server2.recvCq);
+    }
+
+    @Test
+    void postRecvOnAQpWithAnSrqIsEinval() throws Exception {
+        SharedReceiveQueue srq = newSrq(server.pd, 4);
+        fx.connect(fx.options().serverSrq(srq));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        fx.recvWr(0, 1, in, 0, 64);
+        assertErrnoRc(Errno.EINVAL, server.postRecv(1));
+        assertEquals(0, fx.wrs.badIndex());
+        fx.assertNoCompletion(server.recvCq);
+    }
+
+    /** RoCE and IB: a message that finds the shared receive queue empty waits (RNR) until a receive is posted. */
+    @Test
+    void emptySrqRetriesThenDeliversWhenPosted() throws Exception {
+        assumeTrue(hasRnr(), "iWARP has no RNR (emptySrqTerminatesTheConnection)");
+        SharedReceiveQueue srq = newSrq(server.pd, 4);
+        fx.connect(fx.options().serverSrq(srq).rnrRetryCount(ConnectionParameters.RNR_RETRY_INFINITE));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        write(out, 0, pattern(48, 7));
+        client.send(1, out, 0, 48);
+        fx.assertNoCompletion(client.sendCq, server.recvCq);
+        postSrq(srq, in, 64, 5);
+        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        assertCompletion(recv, 5, WcOpcode.RECV, server.qp().qpNum());
+        assertEquals(48, recv.byteLen());
+        assertArrayEquals(pattern(48, 7), read(in, 0, 48));
+    }
+
+    /** iWARP: a message that finds the shared receive queue empty terminates the connection, as without one. */
+    @Test
+    void emptySrqTerminatesTheConnection() throws Exception {
+        assumeFalse(hasRnr(), "IB and RoCE retry instead (emptySrqRetriesThenDeliversWhenPosted)");
+        SharedReceiveQueue srq = newSrq(server.pd, 4);
+        fx.connect(fx.options().serverSrq(srq));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        client.send(1, out, 0, 16);
+        Wc sent = client.sendCompletion();
+        observed("a SEND that found the shared receive queue empty", WcStatus.name(sent.status()));
+        assertTrue(sent.status() == WcStatus.REM_OP_ERR || sent.status() == WcStatus.SUCCESS,
+                "a send that found no receive on iWARP: remote operation error (or success, then flushes) expected, "
+                        + "got " + sent);
+        awaitState(server.qp(), QpState.ERROR, "the responder, whose shared receive queue was empty");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
+        postSrq(srq, in, 64, 2);
+        fx.assertNoCompletion(server.recvCq);
+    }
+
+    /**
+     * A QP of the queue that enters ERROR flushes its own work, not the shared receives: they stay for the other QPs
+     * (and no flushed receive appears on its CQ).
+     */
+    @Test
+    void qpErrorDoesNotFlushTheSrq() throws Exception {
+        SharedReceiveQueue srq = newSrq(server.pd, 8);
+        fx.connect(fx.options().serverSrq(srq));
+        End[] other = fx.connectAnother(server.pd);
+        End client2 = other[0];
+        End server2 = other[1];
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out2 = client2.register(SIZE, LOCAL_WRITE);
+        postSrq(srq, in, 64, 20, 21);
+        server.qp().moveToError();
+        awaitState(server.qp(), QpState.ERROR, "the QP moved to error");
+        List<Wc> flushed = fx.pollFor(server.recvCq, QUIET_NANOS);
+        assertTrue(flushed.isEmpty(), "a QP in error flushed receives of the shared queue: " + flushed);
+        write(out2, 0, pattern(32, 9));
+        client2.send(1, out2, 0, 32);
+        assertWc(client2.sendCompletion(), 1, WcStatus.SUCCESS);
+        assertCompletion(server2.recvCompletion(), 20, WcOpcode.RECV, server2.qp().qpNum());
+        assertArrayEquals(pattern(32, 9), read(in, 0, 32));
+        client2.send(2, out2, 0, 8);
+        assertWc(client2.sendCompletion(), 2, WcStatus.SUCCESS);
+        assertCompletion(server2.recvCompletion(), 21, WcOpcode.RECV, server2.qp().qpNum());
+    }
+
+    @Test
+    void destroyingAnSrqWithAQpIsEbusy() throws Exception {
+        SharedReceiveQueue srq = newSrq(server.pd, 4);
+        fx.connect(fx.options().serverSrq(srq));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        postSrq(srq, in, 64, 1);
+        assertErrno(Errno.EBUSY, srq::close);
+        assertErrno(Errno.EBUSY, server.pd::close);
+        fx.closeId(server.id);
+        srq.close();
+        srq.close();
+        fx.recvWr(0, 2, in, 0, 64);
+        assertErrnoRc(Errno.EBADF, srq.postRecv(fx.wrs, 0, 1));
+        fx.assertNoCompletion(server.recvCq);
+    }
+
+    /** RDMA WRITE WITH IMMEDIATE takes the shared queue's oldest receive for its notification, as a SEND does. */
+    @Test
+    void writeWithImmConsumesAnSrqReceive() throws Exception {
+        assumeImmediateData();
+        SharedReceiveQueue srq = newSrq(server.pd, 4);
+        fx.connect(fx.options().serverSrq(srq));
+        MemoryRegion ring = server.register(SIZE, LOCAL_WRITE | REMOTE_WRITE);
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postSrq(srq, in, 64, 30, 31);
+        write(out, 0, pattern(100, 11));
+        fx.wr(0, 1, WrOpcode.RDMA_WRITE_WITH_IMM, SIGNALED, out, 0, 100).remote(0, ring.address() + 256, ring.rkey())
+                .immData(0, IMM);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        Wc recv = server.recvCompletion();
+        assertCompletion(recv, 30, WcOpcode.RECV_RDMA_WITH_IMM, server.qp().qpNum());
+        assertEquals(100, recv.byteLen(), recv::toString);
+        assertTrue(recv.withImm(), recv::toString);
+        assertEquals(IMM, recv.imm(), recv::toString);
+        assertArrayEquals(pattern(100, 11), read(ring, 256, 100));
+        client.send(2, out, 0, 8);
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        assertCompletion(server.recvCompletion(), 31, WcOpcode.RECV, server.qp().qpNum());
+    }
+
+    /**
+     * The limit event fires once when a consumed receive leaves fewer posted than the limit, then is disarmed until
+     * set again (armed here with the queue above the limit).
+     */
+    @Test
+    void srqLimitEventFires() throws Exception {
+        SharedReceiveQueue srq = newSrq(server.pd, 8);
+        fx.connect(fx.options().serverSrq(srq));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postSrq(srq, in, 64, 0, 1, 2, 3, 4);
+        srq.setLimit(3);
+        for (int i = 0; i < 2; i++) {
+            client.send(i, out, 0, 8);
+            assertWc(client.sendCompletion(), i, WcStatus.SUCCESS);
+            assertWc(server.recvCompletion(), i, WcStatus.SUCCESS);
+        }
+        assertEquals(0, awaitLimitEvents(srq, 1, QUIET_NANOS), "3 receives left, limit 3: no event yet");
+        client.send(2, out, 0, 8);
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        assertWc(server.recvCompletion(), 2, WcStatus.SUCCESS);
+        assertEquals(1, awaitLimitEvents(srq, 1, TIMEOUT_NANOS), "2 receives left, limit 3");
+        client.send(3, out, 0, 8);
+        assertWc(client.sendCompletion(), 3, WcStatus.SUCCESS);
+        assertWc(server.recvCompletion(), 3, WcStatus.SUCCESS);
+        assertEquals(1, awaitLimitEvents(srq, 2, QUIET_NANOS), "the event fires once per arming");
+        postSrq(srq, in, 64, 5, 6, 7);
+        srq.setLimit(2);
+        for (int i = 4; i < 6; i++) {
+            client.send(i, out, 0, 8);
+            assertWc(client.sendCompletion(), i, WcStatus.SUCCESS);
+            assertWc(server.recvCompletion(), i, WcStatus.SUCCESS);
+        }
+        assertEquals(1, awaitLimitEvents(srq, 2, QUIET_NANOS), "armed again, 2 receives left, limit 2: no event yet");
+        client.send(6, out, 0, 8);
+        assertWc(client.sendCompletion(), 6, WcStatus.SUCCESS);
+        assertWc(server.recvCompletion(), 6, WcStatus.SUCCESS);
+        assertEquals(2, awaitLimitEvents(srq, 2, TIMEOUT_NANOS), "armed again, 1 receive left, limit 2");
+    }
+
+    /**
+     * {@code srq.limitEvents()} once it reached {@code expected}, or after {@code nanos} (a provider may report the
+     * event late, from the device's asynchronous events): {@link Loopback#TIMEOUT_NANOS} for an event that must
+     * come, {@link Loopback#QUIET_NANOS} to see that one does not.
+     */
+    private static long awaitLimitEvents(SharedReceiveQueue srq, long expected, long nanos) {
+        long deadline = System.nanoTime() + nanos;
+        long n;
+        while ((n = srq.limitEvents()) < expected && System.nanoTime() - deadline < 0) {
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+        }
+        return n;
     }
 
     // ---- helpers ------------------------------------------------------------------------------------------------

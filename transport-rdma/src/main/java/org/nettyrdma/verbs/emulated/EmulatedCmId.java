@@ -202,10 +202,14 @@ final class EmulatedCmId implements CmId {
                 throw new VerbsException("rdma_create_qp", Errno.EINVAL,
                         "protection domain and completion queues must be of the id's device " + device.name());
             }
-            attributes.checkWithin(device.attributes());
+            if (attributes.srq() != null && !(attributes.srq() instanceof EmulatedSharedReceiveQueue)) {
+                throw new VerbsException("rdma_create_qp", Errno.EINVAL, "shared receive queue of another provider");
+            }
+            attributes.checkWithin(device.attributes(), pd);
             EmulatedProtectionDomain epd = (EmulatedProtectionDomain) pd;
             EmulatedCompletionQueue scq = (EmulatedCompletionQueue) attributes.sendCq();
             EmulatedCompletionQueue rcq = (EmulatedCompletionQueue) attributes.recvCq();
+            EmulatedSharedReceiveQueue srq = (EmulatedSharedReceiveQueue) attributes.srq();
             device.reserveQp();
             try {
                 epd.use();
@@ -213,6 +217,14 @@ final class EmulatedCmId implements CmId {
                     scq.attach();
                     try {
                         rcq.attach();
+                        if (srq != null) {
+                            try {
+                                srq.attach();
+                            } catch (VerbsException e) {
+                                rcq.detach();
+                                throw e;
+                            }
+                        }
                     } catch (VerbsException e) {
                         scq.detach();
                         throw e;

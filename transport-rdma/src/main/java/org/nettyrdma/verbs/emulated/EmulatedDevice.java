@@ -20,6 +20,7 @@ final class EmulatedDevice implements Device {
     private int qps;
     private int mrs;
     private int mws;
+    private int srqs;
 
     EmulatedDevice(EmulatedFabric fabric, String name, DeviceAttributes attributes, List<InetAddress> addresses) {
         this.fabric = fabric;
@@ -110,6 +111,17 @@ final class EmulatedDevice implements Device {
 
     synchronized void releaseMr() {
         mrs--;
+    }
+
+    synchronized void reserveSrq() throws VerbsException {
+        if (srqs >= attributes.maxSrq()) {
+            throw new VerbsException("ibv_create_srq", Errno.ENOMEM, "max_srq " + attributes.maxSrq() + " of " + name);
+        }
+        srqs++;
+    }
+
+    synchronized void releaseSrq() {
+        srqs--;
     }
 
     synchronized void reserveMw() throws VerbsException {

@@ -82,13 +82,15 @@ public final class EmulatedFabric {
     /**
      * Limits like a current RoCE NIC's, with type-2 memory windows and SEND_WITH_INV as rxe has them; for iWARP, what
      * siw has: no immediate data, no memory windows ({@code max_mw} 0), SEND_WITH_INV (memory management extensions).
+     * Both have shared receive queues (as rxe and siw do): 65536 of them, each up to {@code max_qp_wr} receives.
      */
     public static DeviceAttributes defaultAttributes(Transport transport) {
         boolean iwarp = transport == Transport.IWARP;
         return new DeviceAttributes(transport, 65536, 16384, 32, 256, 65536, 65536, 1L << 40, 16, iwarp ? 0 : 524287,
                 iwarp ? DeviceAttributes.CAP_MEM_MGT_EXTENSIONS
                         : DeviceAttributes.CAP_MEM_WINDOW | DeviceAttributes.CAP_MEM_WINDOW_TYPE_2B
-                        | DeviceAttributes.CAP_MEM_MGT_EXTENSIONS);
+                        | DeviceAttributes.CAP_MEM_MGT_EXTENSIONS,
+                65536, 16384, 32);
     }
 
     /**

@@ -6,6 +6,7 @@ import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.MemoryWindow;
 import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.SharedReceiveQueue;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.nio.ByteBuffer;
@@ -61,6 +62,19 @@ final class EmulatedProtectionDomain implements ProtectionDomain {
         return device.fabric().allocWindow(this);
     }
 
+    @Override
+    public SharedReceiveQueue createSharedReceiveQueue(int maxWr, int maxSge) throws VerbsException {
+        device.attributes().checkSharedReceiveQueue(device.name(), maxWr, maxSge);
+        synchronized (this) {
+            if (closed) {
+                throw new VerbsException("ibv_create_srq", Errno.EBADF, "protection domain closed");
+            }
+            device.reserveSrq();
+            users++;
+        }
+        return new EmulatedSharedReceiveQueue(device, this, maxWr, maxSge);
+    }
+
     synchronized void use() throws VerbsException {
         if (closed) {
             throw new VerbsException("rdma_create_qp", Errno.EBADF, "protection domain closed");
@@ -78,7 +92,7 @@ final class EmulatedProtectionDomain implements ProtectionDomain {
             return;
         }
         if (users > 0) {
-            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows or queue pairs use it");
+            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows, shared receive queues or queue pairs use it");
         }
         closed = true;
     }

@@ -80,16 +80,12 @@ final class EmulatedQueuePair implements QueuePair {
     private long sqExec;
     private long sqTail;
 
-    // receive queue: [rqHead, rqTail) posted
-    private final int rqSize;
-    private final int rqSge;
-    private final long[] rqWrId;
-    private final int[] rqNumSge;
-    private final long[] rqSgeAddr;
-    private final int[] rqSgeLen;
-    private final int[] rqSgeLkey;
-    private long rqHead;
-    private long rqTail;
+    /** The QP's own receive queue (empty with a shared receive queue). */
+    private final ReceiveRing rq;
+    /** Where this QP's receives come from instead, or null. */
+    private final EmulatedSharedReceiveQueue srq;
+    /** In {@link #srq}'s waiter queue of the peer's shared receive queue; guarded by that queue's monitor. */
+    boolean srqWaiting;
 
     private boolean executing;
     private boolean rnrWaiting;
@@ -132,13 +128,8 @@ final class EmulatedQueuePair implements QueuePair {
         sqSgeLkey = new int[sqSize * sqSge];
         sqInlineLen = new int[sqSize];
         sqInline = ByteBuffer.allocate(sqSize * inlineMax);
-        rqSize = caps.maxRecvWr();
-        rqSge = Math.max(1, caps.maxRecvSge());
-        rqWrId = new long[rqSize];
-        rqNumSge = new int[rqSize];
-        rqSgeAddr = new long[rqSize * rqSge];
-        rqSgeLen = new int[rqSize * rqSge];
-        rqSgeLkey = new int[rqSize * rqSge];
+        srq = (EmulatedSharedReceiveQueue) caps.srq();
+        rq = srq != null ? new ReceiveRing(0, 0) : new ReceiveRing(caps.maxRecvWr(), caps.maxRecvSge());
     }
 
     @Override
@@ -214,13 +205,16 @@ final class EmulatedQueuePair implements QueuePair {
                     continue;
                 }
                 int rc = checkPost(wrs, offset, count);
+                if (rc == 0 && srq != null) {
+                    rc = -Errno.EINVAL; // its receives come from the shared receive queue
+                }
                 if (rc != 0) {
                     wrs.badIndex(offset);
                     return rc;
                 }
                 int end = offset + count;
                 for (int i = offset; i < end; i++) {
-                    rc = enqueueRecv(wrs, i);
+                    rc = rq.enqueue(wrs, i, caps.maxRecvSge());
                     if (rc != 0) {
                         wrs.badIndex(i);
                         break;
@@ -339,27 +333,6 @@ final class EmulatedQueuePair implements QueuePair {
         return total;
     }
 
-    private int enqueueRecv(WorkRequestList wrs, int i) {
-        int n = wrs.numSge(i);
-        if (n < 0 || n > caps.maxRecvSge()) {
-            return -Errno.EINVAL;
-        }
-        if (rqTail - rqHead == rqSize) {
-            return -Errno.ENOMEM;
-        }
-        int slot = (int) (rqTail % rqSize);
-        int base = slot * rqSge;
-        for (int j = 0; j < n; j++) {
-            rqSgeAddr[base + j] = wrs.sgeAddr(i, j);
-            rqSgeLen[base + j] = wrs.sgeLength(i, j);
-            rqSgeLkey[base + j] = wrs.sgeLkey(i, j);
-        }
-        rqWrId[slot] = wrs.wrId(i);
-        rqNumSge[slot] = n;
-        rqTail++;
-        return 0;
-    }
-
     // ---- execution (with the link's monitor held) ----
 
     private void progressSend() {
@@ -448,42 +421,18 @@ final class EmulatedQueuePair implements QueuePair {
             case WrOpcode.SEND:
             case WrOpcode.SEND_WITH_IMM:
             case WrOpcode.SEND_WITH_INV: {
-                if (p.rqHead == p.rqTail) {
-                    return noReceive(p);
+                EmulatedSharedReceiveQueue shared = p.srq;
+                if (shared == null) {
+                    return deliverSend(slot, opcode, inline, total, p, p.rq, p.pd);
                 }
-                int rslot = (int) (p.rqHead % p.rqSize);
-                int rbase = rslot * p.rqSge;
-                long room = checkSges(p.rqSgeAddr, p.rqSgeLen, p.rqSgeLkey, rbase, p.rqNumSge[rslot], p.pd,
-                        Access.LOCAL_WRITE);
-                if (room < 0) {
-                    p.failRecv(rslot, WcStatus.LOC_PROT_ERR);
-                    return WcStatus.REM_OP_ERR;
-                }
-                if (room < total) {
-                    p.failRecv(rslot, WcStatus.LOC_LEN_ERR);
-                    return WcStatus.REM_INV_REQ_ERR;
-                }
-                EmulatedMemoryWindow invalidated = null;
-                if (opcode == WrOpcode.SEND_WITH_INV) {
-                    // only a window bound through the responder's QP can be invalidated by its peer
-                    invalidated = fabric.window(sqImm[slot]);
-                    if (invalidated == null || !invalidated.valid || invalidated.qp != p) {
-                        p.failRecv(rslot, WcStatus.REM_INV_REQ_ERR);
-                        return WcStatus.REM_INV_REQ_ERR;
+                synchronized (shared) { // link, then queue
+                    long taken = shared.ring.head;
+                    int status = deliverSend(slot, opcode, inline, total, p, shared.ring, shared.emulatedPd());
+                    if (shared.ring.head != taken) {
+                        shared.consumed();
                     }
+                    return status;
                 }
-                copyOut(slot, inline, (int) total, p.rqSgeAddr, p.rqSgeLen, p.rqSgeLkey, rbase);
-                boolean imm = opcode == WrOpcode.SEND_WITH_IMM;
-                int flags = imm ? WcOpcode.FLAG_WITH_IMM : 0;
-                if (invalidated != null) {
-                    invalidated.invalidate();
-                    flags = WcOpcode.FLAG_WITH_INV;
-                }
-                p.rqHead++;
-                p.recvCq.add(p.rqWrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV, (int) total,
-                        imm || invalidated != null ? sqImm[slot] : 0, p.qpNum, flags,
-                        (sqFlags[slot] & SendFlags.SOLICITED) != 0);
-                return WcStatus.SUCCESS;
             }
             case WrOpcode.RDMA_WRITE:
             case WrOpcode.RDMA_WRITE_WITH_IMM: {
@@ -495,23 +444,21 @@ final class EmulatedQueuePair implements QueuePair {
                     p.enterError();
                     return WcStatus.REM_ACCESS_ERR;
                 }
-                boolean imm = opcode == WrOpcode.RDMA_WRITE_WITH_IMM;
-                if (imm && p.rqHead == p.rqTail) {
-                    return noReceive(p);
+                if (opcode == WrOpcode.RDMA_WRITE) {
+                    writeTo(target, slot, inline, (int) total);
+                    return WcStatus.SUCCESS;
                 }
-                if (target != null) {
-                    oneAddr[0] = sqRemoteAddr[slot];
-                    oneLen[0] = (int) total;
-                    oneKey[0] = target.lkey();
-                    copyOut(slot, inline, (int) total, oneAddr, oneLen, oneKey, 0);
+                EmulatedSharedReceiveQueue shared = p.srq;
+                if (shared == null) {
+                    return deliverWriteWithImm(target, slot, inline, (int) total, p, p.rq);
                 }
-                if (imm) {
-                    int rslot = (int) (p.rqHead % p.rqSize);
-                    p.rqHead++;
-                    p.recvCq.add(p.rqWrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, (int) total,
-                            sqImm[slot], p.qpNum, WcOpcode.FLAG_WITH_IMM, (sqFlags[slot] & SendFlags.SOLICITED) != 0);
+                synchronized (shared) { // link, then queue
+                    int status = deliverWriteWithImm(target, slot, inline, (int) total, p, shared.ring);
+                    if (status == WcStatus.SUCCESS) {
+                        shared.consumed();
+                    }
+                    return status;
                 }
-                return WcStatus.SUCCESS;
             }
             case WrOpcode.RDMA_READ: {
                 if (total == 0) {
@@ -531,6 +478,74 @@ final class EmulatedQueuePair implements QueuePair {
             }
             default:
                 return WcStatus.LOC_QP_OP_ERR;
+        }
+    }
+
+    /**
+     * A SEND at responder {@code p} takes the oldest receive of {@code r} (its own queue, or its shared receive queue's
+     * with that queue's monitor held), whose SGEs are checked in {@code receivePd}.
+     */
+    private int deliverSend(int slot, int opcode, boolean inline, long total, EmulatedQueuePair p, ReceiveRing r,
+                            EmulatedProtectionDomain receivePd) {
+        if (r.isEmpty()) {
+            return noReceive(p);
+        }
+        int rslot = r.headSlot();
+        int rbase = rslot * r.sge;
+        long room = checkSges(r.sgeAddr, r.sgeLen, r.sgeLkey, rbase, r.numSge[rslot], receivePd,
+                Access.LOCAL_WRITE);
+        if (room < 0) {
+            p.failRecv(r, rslot, WcStatus.LOC_PROT_ERR);
+            return WcStatus.REM_OP_ERR;
+        }
+        if (room < total) {
+            p.failRecv(r, rslot, WcStatus.LOC_LEN_ERR);
+            return WcStatus.REM_INV_REQ_ERR;
+        }
+        EmulatedMemoryWindow invalidated = null;
+        if (opcode == WrOpcode.SEND_WITH_INV) {
+            // only a window bound through the responder's QP can be invalidated by its peer
+            invalidated = fabric.window(sqImm[slot]);
+            if (invalidated == null || !invalidated.valid || invalidated.qp != p) {
+                p.failRecv(r, rslot, WcStatus.REM_INV_REQ_ERR);
+                return WcStatus.REM_INV_REQ_ERR;
+            }
+        }
+        copyOut(slot, inline, (int) total, r.sgeAddr, r.sgeLen, r.sgeLkey, rbase);
+        boolean imm = opcode == WrOpcode.SEND_WITH_IMM;
+        int flags = imm ? WcOpcode.FLAG_WITH_IMM : 0;
+        if (invalidated != null) {
+            invalidated.invalidate();
+            flags = WcOpcode.FLAG_WITH_INV;
+        }
+        r.head++;
+        p.recvCq.add(r.wrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV, (int) total,
+                imm || invalidated != null ? sqImm[slot] : 0, p.qpNum, flags,
+                (sqFlags[slot] & SendFlags.SOLICITED) != 0);
+        return WcStatus.SUCCESS;
+    }
+
+    /** An RDMA WRITE WITH IMMEDIATE at {@code p}: the bytes land in {@code target}, its notification takes a receive. */
+    private int deliverWriteWithImm(EmulatedMemoryRegion target, int slot, boolean inline, int total,
+                                    EmulatedQueuePair p, ReceiveRing r) {
+        if (r.isEmpty()) {
+            return noReceive(p);
+        }
+        writeTo(target, slot, inline, total);
+        int rslot = r.headSlot();
+        r.head++;
+        p.recvCq.add(r.wrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, total, sqImm[slot], p.qpNum,
+                WcOpcode.FLAG_WITH_IMM, (sqFlags[slot] & SendFlags.SOLICITED) != 0);
+        return WcStatus.SUCCESS;
+    }
+
+    /** The bytes of RDMA WRITE {@code slot} into the responder's validated region (none for a zero-byte write). */
+    private void writeTo(EmulatedMemoryRegion target, int slot, boolean inline, int total) {
+        if (target != null) {
+            oneAddr[0] = sqRemoteAddr[slot];
+            oneLen[0] = total;
+            oneKey[0] = target.lkey();
+            copyOut(slot, inline, total, oneAddr, oneLen, oneKey, 0);
         }
     }
 
@@ -663,13 +678,19 @@ final class EmulatedQueuePair implements QueuePair {
             p.enterError();
             return WcStatus.REM_OP_ERR;
         }
+        if (p.srq != null) {
+            p.srq.addWaiter(this); // its monitor is held: the post that ends the wait resumes this QP
+        }
         return RNR_WAIT;
     }
 
-    /** The responder side of a failed SEND: the receive completes with {@code status} and this QP goes to error. */
-    private void failRecv(int slot, int status) {
-        rqHead++;
-        recvCq.add(rqWrId[slot], status, WcOpcode.RECV, 0, 0, qpNum, 0, false);
+    /**
+     * The responder side of a failed SEND: the receive of {@code r} (this QP's own queue or its shared receive
+     * queue's) completes with {@code status} and this QP goes to error.
+     */
+    private void failRecv(ReceiveRing r, int slot, int status) {
+        r.head++;
+        recvCq.add(r.wrId[slot], status, WcOpcode.RECV, 0, 0, qpNum, 0, false);
         enterError();
     }
 
@@ -692,6 +713,16 @@ final class EmulatedQueuePair implements QueuePair {
             rnrTimer = fabric.schedule(rnrTimerTask, rnrDeadline - now);
         }
         return false;
+    }
+
+    /** The shared receive queue this QP's send waited on (RNR) got receives: try again. No other monitor held. */
+    void onSharedReceivePosted() {
+        Link l = link;
+        synchronized (l) {
+            if (rnrWaiting && !destroyed) {
+                progressSend();
+            }
+        }
     }
 
     private void onRnrTimer() {
@@ -731,11 +762,12 @@ final class EmulatedQueuePair implements QueuePair {
         kickPeer();
     }
 
+    /** Flushes this QP's own receives; a shared receive queue's stay for the other QPs. */
     private void flushRecv() {
-        while (rqHead < rqTail) {
-            int slot = (int) (rqHead % rqSize);
-            rqHead++;
-            recvCq.add(rqWrId[slot], WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qpNum, 0, false);
+        while (!rq.isEmpty()) {
+            int slot = rq.headSlot();
+            rq.head++;
+            recvCq.add(rq.wrId[slot], WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qpNum, 0, false);
         }
     }
 
@@ -827,6 +859,9 @@ final class EmulatedQueuePair implements QueuePair {
         }
         sendCq.detach();
         recvCq.detach();
+        if (srq != null) {
+            srq.detach();
+        }
         pd.release();
         device.releaseQp();
     }

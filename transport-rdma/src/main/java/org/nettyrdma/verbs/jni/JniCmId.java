@@ -157,22 +157,37 @@ final class JniCmId implements CmId {
             throw new VerbsException("rdma_create_qp", Errno.EINVAL,
                     "protection domain and completion queues must be of the id's device " + d.name());
         }
-        attributes.checkWithin(d.attributes());
+        if (attributes.srq() != null && !(attributes.srq() instanceof JniSharedReceiveQueue)) {
+            throw new VerbsException("rdma_create_qp", Errno.EINVAL, "shared receive queue of another provider");
+        }
+        attributes.checkWithin(d.attributes(), pd);
+        JniSharedReceiveQueue srq = (JniSharedReceiveQueue) attributes.srq();
         JniProtectionDomain jpd = (JniProtectionDomain) pd;
         JniCompletionQueue scq = (JniCompletionQueue) attributes.sendCq();
         JniCompletionQueue rcq = (JniCompletionQueue) attributes.recvCq();
         jpd.use("rdma_create_qp");
+        if (srq != null) {
+            try {
+                srq.attach();
+            } catch (VerbsException e) {
+                jpd.release();
+                throw e;
+            }
+        }
         int[] caps = new int[JniLayout.CAP_COUNT];
-        long h = Native.createQp(handle, jpd.handle(), scq.handle(), rcq.handle(), attributes.maxSendWr(),
-                attributes.maxRecvWr(), attributes.maxSendSge(), attributes.maxRecvSge(), attributes.maxInlineData(),
-                attributes.signalAll(), caps);
+        long h = Native.createQp(handle, jpd.handle(), scq.handle(), rcq.handle(), srq == null ? 0 : srq.handle(),
+                attributes.maxSendWr(), attributes.maxRecvWr(), attributes.maxSendSge(), attributes.maxRecvSge(),
+                attributes.maxInlineData(), attributes.signalAll(), caps);
         if (h < 0) {
+            if (srq != null) {
+                srq.detach();
+            }
             jpd.release();
             throw new VerbsException("rdma_create_qp", (int) -h, attributes + " on " + d.name());
         }
         QpInitAttributes granted = new QpInitAttributes(scq, rcq, caps[JniLayout.CAP_MAX_SEND_WR],
                 caps[JniLayout.CAP_MAX_RECV_WR], caps[JniLayout.CAP_MAX_SEND_SGE], caps[JniLayout.CAP_MAX_RECV_SGE],
-                caps[JniLayout.CAP_MAX_INLINE], attributes.signalAll());
+                caps[JniLayout.CAP_MAX_INLINE], attributes.signalAll(), srq);
         JniQueuePair created = new JniQueuePair(this, h, jpd, scq, rcq, granted, caps[JniLayout.CAP_QP_NUM]);
         try {
             scq.attach(created, "rdma_create_qp");
@@ -184,6 +199,9 @@ final class JniCmId implements CmId {
             }
         } catch (VerbsException e) {
             Native.destroyQp(h);
+            if (srq != null) {
+                srq.detach();
+            }
             jpd.release();
             throw e;
         }

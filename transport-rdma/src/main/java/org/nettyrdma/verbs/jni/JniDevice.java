@@ -48,7 +48,8 @@ final class JniDevice implements Device {
                 (int) a[JniLayout.ATTR_MAX_QP], (int) a[JniLayout.ATTR_MAX_QP_WR], (int) a[JniLayout.ATTR_MAX_SGE],
                 (int) a[JniLayout.ATTR_MAX_INLINE_DATA], (int) a[JniLayout.ATTR_MAX_CQE], (int) a[JniLayout.ATTR_MAX_MR],
                 a[JniLayout.ATTR_MAX_MR_SIZE], (int) a[JniLayout.ATTR_MAX_QP_RD_ATOM], (int) a[JniLayout.ATTR_MAX_MW],
-                a[JniLayout.ATTR_DEVICE_CAP_FLAGS]);
+                a[JniLayout.ATTR_DEVICE_CAP_FLAGS], (int) a[JniLayout.ATTR_MAX_SRQ], (int) a[JniLayout.ATTR_MAX_SRQ_WR],
+                (int) a[JniLayout.ATTR_MAX_SRQ_SGE]);
         softIwarp = a[JniLayout.ATTR_VENDOR_ID] == SIW_VENDOR_ID;
         softRoce = a[JniLayout.ATTR_VENDOR_ID] == RXE_VENDOR_ID
                 && attributes.transport() == DeviceAttributes.Transport.ROCE;

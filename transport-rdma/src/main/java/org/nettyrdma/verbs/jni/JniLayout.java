@@ -48,6 +48,9 @@ final class JniLayout {
     static final int ATTR_VENDOR_ID = Native.attrVendorId();
     static final int ATTR_MAX_MW = Native.attrMaxMw();
     static final int ATTR_DEVICE_CAP_FLAGS = Native.attrDeviceCapFlags();
+    static final int ATTR_MAX_SRQ = Native.attrMaxSrq();
+    static final int ATTR_MAX_SRQ_WR = Native.attrMaxSrqWr();
+    static final int ATTR_MAX_SRQ_SGE = Native.attrMaxSrqSge();
     static final int ATTR_COUNT = Native.attrCount();
 
     /** {@code createQp}'s output: the index of each granted capability. */
@@ -123,7 +126,7 @@ final class JniLayout {
         if (descriptors != null) {
             problems.add("the descriptor layouts differ: " + descriptors);
         }
-        if (EVENT_OFFSET_DATA < EVENT_OFFSET_DATA_LENGTH + 4 || EVENT_MAX_DATA < 256 || ATTR_COUNT < 12
+        if (EVENT_OFFSET_DATA < EVENT_OFFSET_DATA_LENGTH + 4 || EVENT_MAX_DATA < 256 || ATTR_COUNT < 15
                 || CAP_COUNT < 6) {
             problems.add("implausible layouts: event data at " + EVENT_OFFSET_DATA + " (length at "
                     + EVENT_OFFSET_DATA_LENGTH + "), up to " + EVENT_MAX_DATA + " bytes; " + ATTR_COUNT

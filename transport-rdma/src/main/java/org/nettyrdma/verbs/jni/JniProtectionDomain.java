@@ -6,6 +6,7 @@ import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.MemoryRegion;
 import org.nettyrdma.verbs.MemoryWindow;
 import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.SharedReceiveQueue;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.nio.ByteBuffer;
@@ -102,12 +103,29 @@ final class JniProtectionDomain implements ProtectionDomain {
     }
 
     @Override
+    public SharedReceiveQueue createSharedReceiveQueue(int maxWr, int maxSge) throws VerbsException {
+        device.attributes().checkSharedReceiveQueue(device.name(), maxWr, maxSge);
+        synchronized (this) {
+            if (closed) {
+                throw new VerbsException("ibv_create_srq", Errno.EBADF, "protection domain closed");
+            }
+            long srq = Native.createSrq(handle, maxWr, maxSge);
+            if (srq < 0) {
+                throw new VerbsException("ibv_create_srq", (int) -srq, "max_wr " + maxWr + ", max_sge " + maxSge
+                        + " on " + device.name());
+            }
+            users++;
+            return new JniSharedReceiveQueue(this, srq);
+        }
+    }
+
+    @Override
     public synchronized void close() throws VerbsException {
         if (closed) {
             return;
         }
         if (users > 0) {
-            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows or queue pairs use it");
+            throw new VerbsException("ibv_dealloc_pd", Errno.EBUSY, users + " memory regions, windows, shared receive queues or queue pairs use it");
         }
         int rc = Native.deallocPd(handle);
         if (rc < 0) {

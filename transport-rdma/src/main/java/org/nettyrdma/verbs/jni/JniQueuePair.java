@@ -401,6 +401,9 @@ final class JniQueuePair implements QueuePair {
         Native.destroyQp(handle);
         sendCq.detach(this);
         recvCq.detach(this);
+        if (caps.srq() != null) {
+            ((JniSharedReceiveQueue) caps.srq()).detach();
+        }
         pd.release();
         id.onQpClosed(this);
     }

@@ -146,6 +146,28 @@ final class Native {
 
     static native long postRecv(long qp, long address, int slotSize, int offset, int count);
 
+    // ---- shared receive queues
+
+    /** {@code ibv_create_srq} with the limit disarmed: its handle, or -errno. */
+    static native long createSrq(long pd, int maxWr, int maxSge);
+
+    /** The receives the queue holds, as granted. */
+    static native int srqCapacity(long srq);
+
+    static native int srqMaxSge(long srq);
+
+    /** How many {@code IBV_EVENT_SRQ_LIMIT_REACHED} events the asynchronous events' thread counted. */
+    static native long srqLimitEvents(long srq);
+
+    /** {@code ibv_modify_srq(IBV_SRQ_LIMIT)}: 0 or -errno. */
+    static native int modifySrqLimit(long srq, int limit);
+
+    /** {@code ibv_post_srq_recv}; as {@link #postRecv}. */
+    static native long postSrqRecv(long srq, long address, int slotSize, int offset, int count);
+
+    /** {@code ibv_destroy_srq}: 0 (the handle is freed), or -errno (it stays). */
+    static native int destroySrq(long srq);
+
     // ---- RDMA CM (netty_rdma_cm.c)
 
     static native long createEventChannel();
@@ -177,7 +199,8 @@ final class Native {
 
     static native int migrateId(long id, long channel);
 
-    static native long createQp(long id, long pd, long sendCq, long recvCq, int maxSendWr, int maxRecvWr,
+    /** {@code srq}: the handle of the QP's shared receive queue, or 0 for a receive queue of its own. */
+    static native long createQp(long id, long pd, long sendCq, long recvCq, long srq, int maxSendWr, int maxRecvWr,
                                 int maxSendSge, int maxRecvSge, int maxInlineData, boolean signalAll, int[] caps);
 
     static native void destroyQp(long qp);
@@ -301,6 +324,12 @@ final class Native {
     static native int attrMaxMw();
 
     static native int attrDeviceCapFlags();
+
+    static native int attrMaxSrq();
+
+    static native int attrMaxSrqWr();
+
+    static native int attrMaxSrqSge();
 
     static native int attrCount();
 

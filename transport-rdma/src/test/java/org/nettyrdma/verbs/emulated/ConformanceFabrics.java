@@ -22,7 +22,7 @@ final class ConformanceFabrics {
         EmulatedFabric fabric = new EmulatedFabric();
         fabric.addDevice("emu0", new DeviceAttributes(transport, d.maxQp(), d.maxQpWr(), d.maxSge(),
                 d.maxInlineData(), d.maxCqe(), d.maxMr(), MAX_MR_SIZE, d.maxQpRdAtom(), d.maxMw(),
-                d.capabilityFlags()), ADDRESS);
+                d.capabilityFlags(), d.maxSrq(), d.maxSrqWr(), d.maxSrqSge()), ADDRESS);
         fabric.cmResponseTimeoutMillis(CM_RESPONSE_TIMEOUT_MS);
         return new EmulatedProvider(fabric);
     }

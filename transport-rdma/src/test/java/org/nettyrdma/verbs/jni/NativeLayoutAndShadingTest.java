@@ -50,7 +50,7 @@ class NativeLayoutAndShadingTest {
         // values only C defines, as docs/descriptors.md gives them
         assertEquals(544, JniLayout.EVENT_SIZE);
         assertEquals(22, JniLayout.ADDRESS_BYTES);
-        assertEquals(12, JniLayout.ATTR_COUNT);
+        assertEquals(15, JniLayout.ATTR_COUNT);
         assertEquals(6, JniLayout.CAP_COUNT);
     }
 
