@@ -3,12 +3,13 @@ package org.nettyrdma.channel;
 /**
  * How long an idle {@link RdmaIoHandler} busy-polls before it arms its completion queues and blocks.
  *
- * <p>Fixed: the configured spin, while spinning pays: after {@value #MISS_LIMIT} spins in a row that found nothing (no
- * completion, no task) the loop blocks at once, but for one idle period in {@value #PROBE_INTERVAL}, which spins the
- * whole budget (a probe); a spin that finds something spins again from the next idle period. A loop whose work comes
- * within the budget (a ping-pong answered by the peer's loop) keeps spinning; one whose gaps are longer (gRPC's calls:
- * the reply waits for the peer's loop, then its application thread, then its loop again) gives the CPU back to the
- * threads that produce its work instead of spinning it away before every wait.
+ * <p>Fixed: the configured spin, every idle period. With the back-off, only while spinning pays: after
+ * {@value #MISS_LIMIT} spins in a row that found nothing (no completion, no task) the loop blocks at once, but for one
+ * idle period in {@value #PROBE_INTERVAL}, which spins the whole budget (a probe); a spin that finds something spins
+ * again from the next idle period. A loop whose gaps are longer than the spin (gRPC's calls: the reply waits for the
+ * peer's loop, then its application thread, then its loop again) gives the CPU back to the threads that produce its
+ * work instead of spinning it away before every wait. Not the default: two loops that answer each other both back off
+ * together (each answers late because it blocked, so the other's spins miss) and stay there.
  *
  * <p>Adaptive: it keeps an exponentially weighted estimate of the idle gap (from the moment the loop found nothing to
  * do to the moment it found work again) and spins only while that estimate is at most the cap: then for twice the
@@ -29,6 +30,7 @@ final class BusyPoll {
     static final int MISS_LIMIT = 8;
 
     private final boolean adaptive;
+    private final boolean backOff;
     private final long capNs;
     private final long floorNs;
     private long estimateNs;
@@ -37,24 +39,34 @@ final class BusyPoll {
     /** Fixed mode: spins in a row that found nothing (at most {@link #MISS_LIMIT}). */
     private int misses;
 
-    private BusyPoll(boolean adaptive, long capNs) {
+    private BusyPoll(boolean adaptive, boolean backOff, long capNs) {
         this.adaptive = adaptive;
+        this.backOff = backOff;
         this.capNs = capNs;
         this.floorNs = capNs / 8;
     }
 
     /** Always spins {@code spinNs} (0: never). */
     static BusyPoll fixed(long spinNs) {
-        return new BusyPoll(false, spinNs);
+        return new BusyPoll(false, false, spinNs);
+    }
+
+    /** Spins {@code spinNs} (0: never) while spins find work; backs off after {@value #MISS_LIMIT} that did not. */
+    static BusyPoll fixedWithBackOff(long spinNs) {
+        return new BusyPoll(false, true, spinNs);
     }
 
     /** Spins by the observed gaps, at most {@code capNs} (0: never). */
     static BusyPoll adaptive(long capNs) {
-        return new BusyPoll(true, capNs);
+        return new BusyPoll(true, false, capNs);
     }
 
     static BusyPoll of(RdmaIoHandlerConfig config) {
-        return config.isAdaptiveBusyPoll() ? adaptive(config.getBusyPollMaxNanos()) : fixed(config.getBusyPollNanos());
+        if (config.isAdaptiveBusyPoll()) {
+            return adaptive(config.getBusyPollMaxNanos());
+        }
+        return config.isBusyPollBackOff() ? fixedWithBackOff(config.getBusyPollNanos())
+                : fixed(config.getBusyPollNanos());
     }
 
     /** The loop is idle: how long to spin before blocking (0: block at once). */
@@ -64,7 +76,7 @@ final class BusyPoll {
             return 0;
         }
         if (!adaptive) {
-            if (misses < MISS_LIMIT) {
+            if (!backOff || misses < MISS_LIMIT) {
                 return capNs;
             }
             return probe();

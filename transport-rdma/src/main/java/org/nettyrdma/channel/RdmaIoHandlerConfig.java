@@ -17,6 +17,7 @@ public final class RdmaIoHandlerConfig {
 
     private String provider = SystemPropertyUtil.get("org.nettyrdma.provider", PROVIDER_NATIVE);
     private long busyPollNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollNanos", 20_000);
+    private boolean busyPollBackOff = SystemPropertyUtil.getBoolean("org.nettyrdma.busyPollBackOff", false);
     private boolean adaptiveBusyPoll = SystemPropertyUtil.getBoolean("org.nettyrdma.adaptiveBusyPoll", false);
     private long busyPollMaxNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollMaxNanos", 200_000);
     private int completionQueueSize = SystemPropertyUtil.getInt("org.nettyrdma.completionQueueSize", 16384);
@@ -46,6 +47,23 @@ public final class RdmaIoHandlerConfig {
 
     public long getBusyPollNanos() {
         return busyPollNanos;
+    }
+
+    /**
+     * Whether the fixed busy-poll gives up while it does not pay (true): after some spins in a row that found nothing the
+     * loop blocks at once, but for an occasional probe that spins the whole time. It gives the CPU back to the threads
+     * that produce the loop's work where every gap is longer than the spin (gRPC's unary calls on a few cores, whose
+     * replies come from application threads). Off by default: where both ends are event loops that answer each other
+     * (a ping-pong over a software NIC) the two loops' back-offs feed each other (a blocked loop answers late, so its
+     * peer's spins miss and it blocks too) and the round trip got 2.7 times longer (docs/performance.md).
+     */
+    public RdmaIoHandlerConfig setBusyPollBackOff(boolean busyPollBackOff) {
+        this.busyPollBackOff = busyPollBackOff;
+        return this;
+    }
+
+    public boolean isBusyPollBackOff() {
+        return busyPollBackOff;
     }
 
     /**
@@ -108,7 +126,7 @@ public final class RdmaIoHandlerConfig {
 
     RdmaIoHandlerConfig copy() {
         return new RdmaIoHandlerConfig().setProvider(provider).setBusyPollNanos(busyPollNanos)
-                .setAdaptiveBusyPoll(adaptiveBusyPoll).setBusyPollMaxNanos(busyPollMaxNanos)
+                .setBusyPollBackOff(busyPollBackOff).setAdaptiveBusyPoll(adaptiveBusyPoll).setBusyPollMaxNanos(busyPollMaxNanos)
                 .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize)
                 .setMaxLentReceiveBytes(maxLentReceiveBytes);
     }

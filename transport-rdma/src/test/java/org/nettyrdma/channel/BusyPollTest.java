@@ -11,8 +11,27 @@ class BusyPollTest {
     private static final long CAP = 200_000;
 
     @Test
-    void fixedSpinsItsBudgetWhateverTheGapsWhileSpinsFindWork() {
+    void fixedSpinsItsBudgetWhateverTheGaps() {
         BusyPoll p = BusyPoll.fixed(20_000);
+        for (int i = 0; i < 100; i++) {
+            assertEquals(20_000, p.spinNs());
+            if (i % 2 == 0) {
+                p.onWorkAfterSpin(5_000_000); // (no miss reported: the spin was cut short by work after all)
+            } else {
+                p.onWorkWhileSpinning(3_000);
+            }
+        }
+        for (int i = 0; i < 4 * BusyPoll.MISS_LIMIT; i++) {
+            assertEquals(20_000, p.spinNs(), "spin " + i + ": without the back-off, misses do not stop the spin");
+            p.onNothingWhileSpinning();
+        }
+        assertEquals(0, BusyPoll.fixed(0).spinNs());
+        assertFalse(p.isAdaptive());
+    }
+
+    @Test
+    void backOffSpinsItsBudgetWhileSpinsFindWork() {
+        BusyPoll p = BusyPoll.fixedWithBackOff(20_000);
         for (int i = 0; i < 100; i++) {
             assertEquals(20_000, p.spinNs());
             if (i % 2 == 0) {
@@ -28,13 +47,13 @@ class BusyPollTest {
             p.onTaskWhileSpinning(); // a task during the spin: it saved a wake-up
         }
         assertEquals(20_000, p.spinNs());
-        assertEquals(0, BusyPoll.fixed(0).spinNs());
+        assertEquals(0, BusyPoll.fixedWithBackOff(0).spinNs());
         assertFalse(p.isAdaptive());
     }
 
     @Test
-    void fixedStopsSpinningAfterMissesAndProbesOnceInAnInterval() {
-        BusyPoll p = BusyPoll.fixed(20_000);
+    void backOffStopsSpinningAfterMissesAndProbesOnceInAnInterval() {
+        BusyPoll p = BusyPoll.fixedWithBackOff(20_000);
         for (int i = 0; i < BusyPoll.MISS_LIMIT; i++) {
             assertEquals(20_000, p.spinNs(), "spin " + i);
             p.onNothingWhileSpinning();
@@ -167,7 +186,11 @@ class BusyPollTest {
     @Test
     void configSelectsTheMode() {
         RdmaIoHandlerConfig c = new RdmaIoHandlerConfig().setBusyPollNanos(7_000).setAdaptiveBusyPoll(false);
-        assertEquals(7_000, BusyPoll.of(c).spinNs());
+        assertFalse(c.isBusyPollBackOff(), "the back-off is off by default");
+        assertEquals(7_000, spinsAfterMisses(BusyPoll.of(c)), "fixed: spins after any number of misses");
+        c.setBusyPollBackOff(true);
+        assertEquals(0, spinsAfterMisses(BusyPoll.of(c)), "with the back-off: blocks after MISS_LIMIT misses");
+        assertTrue(c.copy().isBusyPollBackOff());
         c.setAdaptiveBusyPoll(true).setBusyPollMaxNanos(80_000);
         BusyPoll adaptive = BusyPoll.of(c);
         assertTrue(adaptive.isAdaptive());
@@ -175,5 +198,14 @@ class BusyPollTest {
         RdmaIoHandlerConfig copy = c.copy();
         assertTrue(copy.isAdaptiveBusyPoll());
         assertEquals(80_000, copy.getBusyPollMaxNanos());
+    }
+
+    /** The spin a loop gets after {@link BusyPoll#MISS_LIMIT} spins in a row found nothing. */
+    private static long spinsAfterMisses(BusyPoll p) {
+        for (int i = 0; i < BusyPoll.MISS_LIMIT; i++) {
+            p.spinNs();
+            p.onNothingWhileSpinning();
+        }
+        return p.spinNs();
     }
 }
