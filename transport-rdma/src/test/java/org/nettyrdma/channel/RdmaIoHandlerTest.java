@@ -133,10 +133,11 @@ class RdmaIoHandlerTest {
 
     /**
      * A loop can end without {@code prepareToDestroy} (Netty 4.2's does when a shutdown comes while it runs its tasks;
-     * {@code RdmaIoHandler} then closes its channels from a shutdown hook or a task instead: RdmaTransportShutdownTest);
-     * where none of that ran, the handler's {@code destroy} still closes the channels left on it, and their connections
-     * free their QP and memory. Here a handler that never gets {@code prepareToDestroy}, on an executor that is no
-     * {@code EventExecutor} (no hook, no way to see the shutdown coming), stands for such a loop.
+     * {@code RdmaIoHandler} then closes its channels from a shutdown hook or a task instead:
+     * RdmaTransportShutdownTest); where none of that ran, the handler's {@code destroy} still closes the channels left
+     * on it, and their connections free their QP and memory. Here a handler that never gets {@code prepareToDestroy},
+     * on an executor that is no {@code EventExecutor} (no hook, no way to see the shutdown coming), stands for such a
+     * loop.
      */
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)

@@ -3,10 +3,12 @@ package org.nettyrdma.channel;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.parallel.Execution;
 import org.junit.jupiter.api.parallel.ExecutionMode;
@@ -19,11 +21,13 @@ import java.util.List;
 import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -49,6 +53,42 @@ class RdmaTransportShutdownTest {
         int rounds = RdmaTestSupport.scaledConnections(12);
         for (int round = 1; round <= rounds; round++) {
             shutDownUnderTraffic(side.equals("server"), connections, "round " + round + " of " + rounds);
+        }
+    }
+
+    /**
+     * A loop that has closed its channels for its shutdown takes no new one (the registration fails and says why):
+     * during its quiet period it still runs tasks, but a channel registered then could only be closed once it rejects
+     * them.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aLoopThatClosedItsChannelsForItsShutdownRegistersNoNewOne() throws Exception {
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "shutdown-quiet-server");
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "shutdown-quiet-client");
+        WarnStacks warnStacks = WarnStacks.startAnyBinding();
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childHandler(new Lifecycle(new Side(), false)).bind(RdmaTestSupport.anyPort()).sync().channel();
+            Side clients = new Side();
+            Channel before = RdmaTestSupport.clientBootstrap(clientGroup).handler(new Lifecycle(clients, true))
+                    .connect(server.localAddress()).sync().channel();
+            clientGroup.shutdownGracefully(2, 10, TimeUnit.SECONDS); // a quiet period: the loop still runs tasks
+            assertTrue(before.closeFuture().await(10, TimeUnit.SECONDS), "the channel was not closed for the shutdown");
+            ChannelFuture after = RdmaTestSupport.clientBootstrap(clientGroup).handler(new Lifecycle(clients, true))
+                    .connect(server.localAddress()).await();
+            assertFalse(after.isSuccess(), "a channel registered on a loop that closed its channels for its shutdown");
+            assertInstanceOf(RejectedExecutionException.class, after.cause(),
+                    () -> RdmaTestSupport.describe(after.cause()));
+            assertTrue(after.cause().getMessage().contains("shutting down"), after.cause().getMessage());
+            assertFalse(after.channel().isOpen());
+            assertEquals(1, clients.inactive.get(), "channelInactive: the first channel's only");
+            assertTrue(clientGroup.terminationFuture().await(15, TimeUnit.SECONDS), "the loop did not terminate");
+            List<String> stacks = warnStacks.take();
+            assertTrue(stacks.isEmpty(), () -> "stack traces logged at WARN or above: " + stacks);
+        } finally {
+            warnStacks.stop();
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
         }
     }
 
