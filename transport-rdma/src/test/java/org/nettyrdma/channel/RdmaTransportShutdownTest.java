@@ -36,7 +36,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * pipeline), the loop's connections free their resources, and nothing is logged at WARN with a stack trace (Netty
  * logs one per channel whose deregistration it could not schedule on a loop that already rejects tasks). Netty 4.2's
  * loop can end without calling the handler's {@code prepareToDestroy} when the shutdown comes while it runs its tasks,
- * and a busy loop spends most of its time there: so each case repeats the shutdown on fresh loops.
+ * and a busy loop (here: its echoes are tasks) spends much of its time there: so each case repeats the shutdown on
+ * fresh loops.
  */
 @Isolated("watches the log of every loop")
 @Execution(ExecutionMode.SAME_THREAD)
