@@ -12,6 +12,7 @@ import io.netty.channel.IoRegistration;
 import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.concurrent.EventExecutorGroup;
+import io.netty.util.concurrent.SingleThreadEventExecutor;
 import io.netty.util.concurrent.ThreadAwareExecutor;
 import io.netty.util.internal.ObjectUtil;
 import io.netty.util.internal.logging.InternalLogger;
@@ -35,6 +36,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 
@@ -51,6 +53,8 @@ public final class RdmaIoHandler implements IoHandler {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaIoHandler.class);
     private static final AtomicIntegerFieldUpdater<RdmaIoHandler> BLOCKING =
             AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "blocking");
+    private static final AtomicIntegerFieldUpdater<RdmaIoHandler> SHUTDOWN_SEEN =
+            AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "shutdownSeen");
     private static final int MAX_CM_EVENTS_PER_RUN = 64;
     private static final long LOOP_ERROR_BACKOFF_MILLIS = 1000;
     /** Each live handler by its event loop, for {@link #counters(EventExecutorGroup)}. */
@@ -58,6 +62,14 @@ public final class RdmaIoHandler implements IoHandler {
 
     private final RdmaIoHandlerConfig config;
     private final ThreadAwareExecutor executor;
+    /** {@link #executor} where it is an {@link EventExecutor} (it tells whether it shuts down), else null. */
+    private final EventExecutor loop;
+    /** {@link #closeForShutdown()}, as the task and shutdown hook that run it (one instance: a hook is added once). */
+    private final Runnable closeForShutdown = this::closeForShutdown;
+    /** 1 once {@link #wakeup()} has seen the loop shutting down and queued {@link #closeForShutdown}. */
+    private volatile int shutdownSeen;
+    /** The loop shuts down and its channels were closed: it takes no new ones ({@link #register}). Loop only. */
+    private boolean closedForShutdown;
     private final RdmaResources resources;
     private final EventWaiter waiter;
     private final CmEventChannel cmChannel;
@@ -82,6 +94,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) throws VerbsException {
         this.executor = executor;
+        this.loop = executor instanceof EventExecutor ? (EventExecutor) executor : null;
         this.config = config;
         this.resources = RdmaResources.of(config.getProvider());
         VerbsProvider provider = resources.provider();
@@ -149,6 +162,23 @@ public final class RdmaIoHandler implements IoHandler {
 
     CmEventChannel cmChannel() {
         return cmChannel;
+    }
+
+    /**
+     * Makes sure that the channels still registered when the loop starts shutting down are closed while it still runs
+     * tasks ({@link #closeForShutdown()}). Netty 4.2's loop calls {@link #prepareToDestroy()} only after a {@link #run}
+     * that found it shutting down; a shutdown that comes while it runs its tasks (where a busy loop spends much of its
+     * time) and needs no quiet period ends the loop without another, and {@link #destroy()} comes when the loop rejects
+     * tasks: a channel closed then never gets its {@code channelInactive} and deregistration (Netty logs the rejected
+     * task at WARN, once per channel). So the close also runs as a shutdown hook of the loop (run while it confirms
+     * the shutdown, when it has no task left) and as a task queued by {@link #wakeup()} (which the loop calls as its
+     * shutdown starts), whichever comes first.
+     */
+    @Override
+    public void initialize() {
+        if (executor instanceof SingleThreadEventExecutor) {
+            ((SingleThreadEventExecutor) executor).addShutdownHook(closeForShutdown); // a set: once however often
+        }
     }
 
     @Override
@@ -299,7 +329,13 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
-    private void closeRegisteredHandles() {
+    /**
+     * The loop shuts down: closes every channel still registered (their pipelines see {@code channelInactive} and
+     * {@code channelUnregistered} from tasks the loop still runs, their connections end abortively and free their
+     * resources), and takes no new channel from here. Loop only; again and again while the loop shuts down.
+     */
+    private void closeForShutdown() {
+        closedForShutdown = true;
         for (Registration r : registrations.values().toArray(new Registration[0])) {
             closeQuietly(r.handle);
         }
@@ -487,6 +523,11 @@ public final class RdmaIoHandler implements IoHandler {
         if (!(handle instanceof RdmaIoHandle)) {
             throw new IllegalArgumentException("not an RDMA channel: " + handle);
         }
+        if (closedForShutdown) {
+            // it would be closed only by destroy(), when its pipeline can no longer be told
+            throw new RejectedExecutionException("the RDMA event loop is shutting down and has closed its channels: "
+                    + "register the channel on a loop that is not shutting down");
+        }
         while (nextId == 0 || registrations.containsKey(nextId)) {
             nextId++;
         }
@@ -497,6 +538,13 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public void wakeup() {
+        if (shutdownSeen == 0 && loop != null && loop.isShuttingDown() && SHUTDOWN_SEEN.compareAndSet(this, 0, 1)) {
+            try {
+                loop.execute(closeForShutdown); // see initialize()
+            } catch (RejectedExecutionException e) {
+                logger.debug("the loop rejected closing its channels for its shutdown; its hook or destroy() does", e);
+            }
+        }
         if (!executor.isExecutorThread(Thread.currentThread()) && BLOCKING.getAndSet(this, 0) == 1) {
             waiter.wakeup();
         }
@@ -509,17 +557,19 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public void prepareToDestroy() {
-        closeRegisteredHandles();
+        closeForShutdown();
     }
 
     /**
-     * Also closes the handles still registered: Netty 4.2's loop can end without calling {@link #prepareToDestroy()}
-     * (a shutdown that comes between its two checks of the state), and a connection left then would keep its receive
-     * buffers and memory for good (seen in EchoStreamTest: 256 KiB of a client's receive buffers outlived the group).
+     * Also closes the handles still registered, the last resort: a loop that is not Netty's {@link
+     * SingleThreadEventExecutor} may end without calling {@link #prepareToDestroy()} (see {@link #initialize()}), and a
+     * connection left then would keep its receive buffers and memory for good (seen in EchoStreamTest: 256 KiB of a
+     * client's receive buffers outlived the group). Its resources go here; its pipeline cannot be told any more (the
+     * loop rejects the tasks that would, and Netty logs each at WARN).
      */
     @Override
     public void destroy() {
-        closeRegisteredHandles();
+        closeForShutdown();
         LOOPS.remove(executor, this);
         for (DeviceQueues q : devices) {
             closeQuietly(q.cq);

@@ -17,6 +17,7 @@ import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.IoRegistration;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.util.concurrent.ThreadAwareExecutor;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.parallel.Execution;
@@ -130,18 +131,30 @@ class RdmaIoHandlerTest {
         }
     }
 
-    /** A client channel that sends a string and waits for it to come back, and records its failure. */
     /**
-     * Netty 4.2's loop can end without {@code prepareToDestroy} (a shutdown between its two checks of the state); the
-     * handler's {@code destroy} then still closes the channels left on it, and their connections free their QP and
-     * memory. Here a handler that never gets {@code prepareToDestroy} stands for that loop.
+     * A loop can end without {@code prepareToDestroy} (Netty 4.2's does when a shutdown comes while it runs its tasks;
+     * {@code RdmaIoHandler} then closes its channels from a shutdown hook or a task instead:
+     * RdmaTransportShutdownTest); where none of that ran, the handler's {@code destroy} still closes the channels left
+     * on it, and their connections free their QP and memory. Here a handler that never gets {@code prepareToDestroy},
+     * on an executor that is no {@code EventExecutor} (no hook, no way to see the shutdown coming), stands for such a
+     * loop.
      */
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aLoopEndingWithoutPrepareToDestroyStillFreesItsConnections() throws Exception {
         IoHandlerFactory rdma = RdmaIoHandler.newFactory(RdmaTestSupport.config());
         EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, executor -> {
-            IoHandler h = rdma.newHandler(executor);
+            IoHandler h = rdma.newHandler(new ThreadAwareExecutor() {
+                @Override
+                public boolean isExecutorThread(Thread thread) {
+                    return executor.isExecutorThread(thread);
+                }
+
+                @Override
+                public void execute(Runnable task) {
+                    executor.execute(task);
+                }
+            });
             return new IoHandler() {
                 @Override
                 public void initialize() {
@@ -192,6 +205,7 @@ class RdmaIoHandlerTest {
         }
     }
 
+    /** A client channel that sends a string and waits for it to come back, and records its failure. */
     static final class Client extends SimpleChannelInboundHandler<ByteBuf> {
         final CompletableFuture<Throwable> failure = new CompletableFuture<>();
         private final StringBuilder received = new StringBuilder();
