@@ -123,24 +123,17 @@ final class ConnectionResources {
      * The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known); with
      * {@code writeRing} (negotiated) this side's WRITE ring too, its window not yet bound.
      */
-    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize, boolean writeRing)
-            throws VerbsException {
+    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize, boolean writeRing,
+                            Runnable onStagingFreed) throws VerbsException {
         LocalRing r = writeRing ? new LocalRing(queues.pd, config.getRingSize(), recvCount) : null;
-        boolean ok = false;
-        try {
-            sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase,
-                    sqDepth, maxSge, maxInline, messageSize, r);
-            ok = true;
-        } finally {
-            if (!ok && r != null) {
-                r.close(); // never bound: nothing references it
-            }
-        }
+        // staging comes from the loop's pool SEND by SEND: an idle connection registers none of it
+        sends = new SendQueue(qp, handler.stagingPool(queues.pd, messageSize), credits, flushed, config, ch.counters(),
+                handler.counters(), wrIdBase, sqDepth, maxSge, maxInline, r, onStagingFreed);
         ring = r;
         if (r != null) {
             recv.attachRing(r);
+            count(0, r.size());
         }
-        count(0, (long) messageSize * sqDepth + (r != null ? r.size() : 0));
         return sends;
     }
 
@@ -181,13 +174,17 @@ final class ConnectionResources {
             }
             ring.closeWindow();
         }
+        if (sends != null) {
+            sends.stopWaiting();
+        }
         boolean qpGone = closeQp(qp);
         queues.release(reservedCqEntries);
         count(-1, -registeredBytes);
         if (qpGone) {
             recv.close(); // no receive references these buffers; lent ones are the application's
             if (sends != null) {
-                sends.close();
+                sends.close(); // its staging slots go back to the loop's pool (counted in the channel's bytes)
+                ch.counters().publish();
             }
             if (ring != null) {
                 ring.close(); // no work request names it any more
