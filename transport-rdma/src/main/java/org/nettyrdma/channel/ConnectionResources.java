@@ -106,6 +106,11 @@ final class ConnectionResources {
         count(1, (long) recvCount * receiveMemory().slotSize(recvSize));
     }
 
+    /** For tests: the loop's send staging this connection's SENDs take slots from (null before the handshake). */
+    StagingPool stagingPool() {
+        return sends != null ? handler.stagingPool(queues.pd, sends.messageSize()) : null;
+    }
+
     /** Where receive buffers come from: the channel's allocator if it is a registered one. */
     private RdmaByteBufAllocator receiveMemory() {
         ByteBufAllocator alloc = config.getAllocator();

@@ -192,6 +192,10 @@ final class RdmaConnection {
         return writeRing;
     }
 
+    ConnectionResources resources() {
+        return res;
+    }
+
     /** Whether this connection may still close in order: nothing failed, the peer is there. */
     boolean canCloseGracefully() {
         return !is(FAILED | PEER_GONE);

@@ -254,6 +254,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         }
     }
 
+    int messageSize() {
+        return messageSize;
+    }
+
     /** The connection is going: no slot is to wake it any more. */
     void stopWaiting() {
         if (awaitsStaging) {
@@ -325,6 +329,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     }
 
     private void awaitStaging() {
+        counters.stagingStalls++;
+        loopCounters.stagingStalls++;
         if (!awaitsStaging) {
             awaitsStaging = true;
             pool.await(this);

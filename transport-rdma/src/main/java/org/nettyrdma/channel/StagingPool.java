@@ -86,8 +86,9 @@ final class StagingPool {
 
     /**
      * A free slot, registering another region if none is free and the budget allows; -1 if none can be had now (the
-     * caller waits: {@link #await}). Throws if a region's registration failed, or if the budget cannot hold even one
-     * slot while the pool has none out (nothing would ever free one): the cause and the fix are in the message.
+     * caller waits: {@link #await}). A pool without a region registers its first whatever the other pools of the loop
+     * hold (their slots would never wake its waiters): the cap may be passed by that much. Throws if a region's
+     * registration failed, or if the cap is below one region: the cause and the fix are in the message.
      */
     int acquire() throws VerbsException {
         if (closed || freeCount == 0 && !grow()) {
@@ -118,7 +119,8 @@ final class StagingPool {
 
     /** Whether a slot can be had now without waiting (free, or a region may still be registered). */
     boolean canAcquire() {
-        return freeCount > 0 || !closed && budget.usedBytes + regionBytes() <= budget.capBytes;
+        return !closed && (freeCount > 0 || regionCount == 0 && regionBytes() <= budget.capBytes
+                || budget.usedBytes + regionBytes() <= budget.capBytes);
     }
 
     /** {@code w} is woken (once) when a slot comes back; the caller queues it only if it is not queued already. */
@@ -169,7 +171,7 @@ final class StagingPool {
             }
             scratch = r;
             scratchView = r.memory().duplicate();
-            count(SCRATCH_BYTES);
+            loopCounters.registeredBytes += SCRATCH_BYTES; // outside the budget: one small region per pool
         }
         return scratchView;
     }
@@ -226,8 +228,8 @@ final class StagingPool {
             return false;
         }
         long bytes = regionBytes();
-        if (budget.usedBytes + bytes > budget.capBytes) {
-            if (inUse == 0 && regionCount == 0) {
+        if (regionCount > 0 && budget.usedBytes + bytes > budget.capBytes || bytes > budget.capBytes) {
+            if (bytes > budget.capBytes) {
                 throw new VerbsException("ibv_reg_mr", org.nettyrdma.verbs.Errno.ENOMEM, "send staging of "
                         + bytes + " bytes (" + slotsPerRegion + " SENDs of " + slotSize + " bytes) does not fit in "
                         + "what the event loop may register for staging (RdmaIoHandlerConfig.sendStagingBytes "
@@ -268,13 +270,9 @@ final class StagingPool {
             free[freeCount++] = first + i;
         }
         capWarned = false;
-        count(bytes);
-        return true;
-    }
-
-    private void count(long bytes) {
         budget.usedBytes += bytes;
         loopCounters.registeredBytes += bytes;
+        return true;
     }
 
     /**
@@ -305,7 +303,8 @@ final class StagingPool {
         if (scratch != null) {
             scratch.close();
         }
-        count(-registeredBytes());
+        budget.usedBytes -= regionCount * regionBytes();
+        loopCounters.registeredBytes -= registeredBytes();
         regionCount = 0;
         freeCount = 0;
         scratch = null;
