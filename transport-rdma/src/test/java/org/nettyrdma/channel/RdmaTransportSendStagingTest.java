@@ -242,6 +242,66 @@ class RdmaTransportSendStagingTest {
         }
     }
 
+    /**
+     * A write that waits for staging while its connection has nothing in flight and hears nothing (no completion of its
+     * own will come, its keep-alive is off) goes out when another connection's SENDs give their slots back: the pool
+     * wakes it. The other connection's completions are delayed, so that its SENDs hold every slot for a while.
+     * Emulated provider only (delayed completions).
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aWriteWaitingForStagingIsWokenByAnotherConnectionsCompletion() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeFalse(RdmaTestSupport.isNative(), "delays completions: emulated only");
+        int size = 65536;
+        int count = 32; // 31 data credits: one connection can hold all 16 slots
+        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSendStagingBytes(StagingPool.MAX_REGION_BYTES);
+        List<RdmaIoHandler> clientHandlers = new ArrayList<>();
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "wake-server");
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "wake-client", clientHandlers, config);
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
+                    .childOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, count)
+                    .childHandler(Discard.INSTANCE).bind(RdmaTestSupport.anyPort()).sync().channel();
+            RdmaSocketChannel holder = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
+                    .option(RdmaChannelOption.RECEIVE_BUFFER_COUNT, count)
+                    .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
+            RdmaSocketChannel waiter = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
+                    .option(RdmaChannelOption.RECEIVE_BUFFER_COUNT, count)
+                    .option(RdmaChannelOption.KEEPALIVE_MILLIS, 0)
+                    .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
+            RdmaIoHandler handler = clientHandlers.get(0);
+            org.nettyrdma.verbs.Device device = handler.resources().provider().devices().stream()
+                    .filter(d -> d.name().equals("emu0")).findFirst().orElseThrow();
+            RdmaIoHandler.DeviceQueues queues = RdmaTestSupport.onLoop(holder,
+                    () -> handler.deviceQueues(device, null, 0));
+            StagingPool pool = RdmaTestSupport.onLoop(holder, () -> holder.resources().stagingPool());
+            handler.resources().provider().faults().delayCompletions(queues.cq, TimeUnit.MILLISECONDS.toNanos(500));
+            try {
+                for (int i = 0; i < 16; i++) {
+                    holder.write(io.netty.buffer.Unpooled.buffer(size - 4).writeZero(size - 4));
+                }
+                holder.flush();
+                waiter.writeAndFlush(io.netty.buffer.Unpooled.buffer(1000).writeZero(1000));
+                long expected = 16L * (size - 4) + 1000;
+                RdmaTestSupport.awaitCondition("every byte at the server, the waiting write's too",
+                        () -> RdmaIoHandler.counters(serverGroup).bytesReceived() == expected, 10_000,
+                        () -> "server loop " + RdmaIoHandler.counters(serverGroup) + ", waiter " + waiter.counters()
+                                + ", " + pool);
+                assertTrue(waiter.counters().stagingStalls() > 0, () -> "the write never waited: " + pool);
+            } finally {
+                handler.resources().provider().faults().delayCompletions(queues.cq, 0);
+            }
+            holder.close().sync();
+            waiter.close().sync();
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
     @io.netty.channel.ChannelHandler.Sharable
     private static final class Discard extends ChannelInboundHandlerAdapter {
         static final Discard INSTANCE = new Discard();
