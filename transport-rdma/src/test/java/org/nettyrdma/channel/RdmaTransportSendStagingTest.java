@@ -84,7 +84,9 @@ class RdmaTransportSendStagingTest {
             // the loop holds the receives, the rings and one region of the shared pool (with its inline scratch):
             // every connection's SENDs fitted in it
             long poolBytes = RdmaTestSupport.onLoop(clients.get(0), pool::registeredBytes);
-            assertEquals(StagingPool.MAX_REGION_BYTES + StagingPool.SCRATCH_BYTES, poolBytes);
+            // (no scratch on a device that takes nothing inline)
+            assertTrue(poolBytes == StagingPool.MAX_REGION_BYTES + StagingPool.SCRATCH_BYTES
+                    || poolBytes == StagingPool.MAX_REGION_BYTES, "one region: " + poolBytes);
             long loop = RdmaIoHandler.counters(clientGroup).registeredBytes();
             assertEquals(connections * receives + rings + poolBytes, loop, () -> "client loop "
                     + RdmaIoHandler.counters(clientGroup));
