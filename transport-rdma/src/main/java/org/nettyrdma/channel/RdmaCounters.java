@@ -239,7 +239,8 @@ public final class RdmaCounters {
                 + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
                 + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes
                 + ", zeroCopyBytes=" + zeroCopyBytes + ", fileReadBytes=" + fileReadBytes + ", creditStalls="
-                + creditStalls + ", stagingStalls=" + stagingStalls + ", keepAliveProbes=" + keepAliveProbes + ", receiveCopies=" + receiveCopies
+                + creditStalls + ", stagingStalls=" + stagingStalls + ", keepAliveProbes=" + keepAliveProbes
+                + ", receiveCopies=" + receiveCopies
                 + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
                 + ", ringBytesReceived=" + ringBytesReceived + ", spinsFound=" + spinsFound + ", spinsMissed="
                 + spinsMissed + ", waits=" + waits + ", lentBytes=" + lentBytes + ", registeredBytes="

@@ -12,15 +12,17 @@ import java.util.Arrays;
 
 /**
  * The send staging of an event loop's connections on one device with one message size: slots of {@code slotSize}
- * registered bytes, which a connection takes for a SEND while it is in flight and gives back at its completion, so
- * that an idle connection holds none (docs/architecture.md, "Send staging"). Slots come from regions of up to
- * {@link #MAX_REGION_BYTES} registered when the free slots run out, as long as the loop's {@link Budget} allows;
- * regions are kept while a connection uses the pool, and freed when the last one leaves ({@link #leave}). Free slots are an {@code int} stack: taking or giving one back is two int
- * operations and allocates nothing. When none is free and none can be registered, the connection waits
- * ({@link #await}) and is woken when a slot comes back, one waiter per slot, in the order they came.
+ * registered bytes, which a connection takes for a SEND while it is in flight and gives back at its completion, so that
+ * an idle connection holds none (docs/architecture.md, "Send staging"). Slots come from regions of up to {@link
+ * #MAX_REGION_BYTES} registered when the free slots run out, as long as the loop's {@link Budget} allows; regions are
+ * kept while a connection uses the pool, and freed when the last one leaves ({@link #leave}). Free slots are an {@code
+ * int} stack: taking or giving one back is two int operations and allocates nothing. When none is free and none can be
+ * registered, the connection waits ({@link #await}) and is woken when a slot comes back, one waiter per slot, in the
+ * order they came.
  *
- * <p>A slot is given back only once no work request can read it (its SEND completed, or its QP is destroyed), and a
- * region is freed only at {@link #close()} with no slot out: the device never reads freed memory. Event loop only.
+ * <p>A slot is given back only once no work request can read it (its SEND completed, or its QP is destroyed), and
+ * regions are freed only with no slot out (the last send queue leaving, or {@link #close()}, or the last slot back
+ * after it): the device never reads freed memory. Event loop only.
  */
 final class StagingPool {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(StagingPool.class);
@@ -161,6 +163,10 @@ final class StagingPool {
      * device copies it at post), so it may be reused at once. Registered on first use.
      */
     ByteBuffer scratchView() throws VerbsException {
+        if (closed) {
+            throw new VerbsException("ibv_post_send", org.nettyrdma.verbs.Errno.EBADF, "send staging is closed: the "
+                    + "event loop ended");
+        }
         if (scratch == null) {
             RegisteredRegion r = new RegisteredRegion(SCRATCH_BYTES);
             try {
