@@ -222,8 +222,17 @@ class RdmaTransportSendStagingTest {
                     .connect(server.localAddress()).sync().channel();
             RdmaTestSupport.await(w.done, 60_000, "the other stream", w::state);
             assertTrue(RdmaIoHandler.counters(clientGroup).stagingStalls() > 0, "the other stream ran out of slots");
-            assertEquals(STUCK, (int) RdmaTestSupport.onLoop(silent, pool::inUse),
-                    "the silent connection's slots stayed out while its SENDs were posted");
+            assertEquals(COUNT * (long) size + STUCK * (long) size,
+                    (long) RdmaTestSupport.onLoop(silent, () -> silent.counters().registeredBytes()),
+                    () -> "the silent connection's slots stayed out while its SENDs were posted: " + silent.counters());
+            // the other's last SENDs give theirs back as they complete; the silent one's stay out
+            RdmaTestSupport.awaitCondition("the other connection's slots back", () -> {
+                try {
+                    return RdmaTestSupport.onLoop(silent, pool::inUse) == STUCK;
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            }, 10_000, () -> "" + pool);
             assertTrue(stuck.stream().noneMatch(ChannelFuture::isDone) || stuck.stream().allMatch(
                     ChannelFuture::isSuccess), "its writes neither failed nor were lost");
 
