@@ -184,16 +184,20 @@ final class ConnectionResources {
         }
         boolean qpGone = closeQp(qp);
         queues.release(reservedCqEntries);
-        count(-1, -registeredBytes);
-        if (qpGone) {
-            recv.close(); // no receive references these buffers; lent ones are the application's
-            if (sends != null) {
-                sends.close(); // its staging slots go back to the loop's pool (counted in the channel's bytes)
-                ch.counters().publish();
+        try {
+            if (qpGone) {
+                recv.close(); // no receive references these buffers; lent ones are the application's
+                if (sends != null) {
+                    // its staging slots go back to the loop's pool, whose regions go with its last connection
+                    sends.close();
+                }
+                if (ring != null) {
+                    ring.close(); // no work request names it any more
+                }
             }
-            if (ring != null) {
-                ring.close(); // no work request names it any more
-            }
+        } finally {
+            // last, and published with it: who sees the connection gone sees its staging given back too
+            count(-1, -registeredBytes);
         }
         return qpGone;
     }
