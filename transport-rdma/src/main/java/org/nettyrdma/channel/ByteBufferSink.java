@@ -8,10 +8,16 @@ import java.nio.channels.WritableByteChannel;
  * what a {@code FileRegion.transferTo} writes into the send staging. Allocates nothing; never closes.
  */
 final class ByteBufferSink implements WritableByteChannel {
-    private final ByteBuffer target;
+    private ByteBuffer target;
 
     ByteBufferSink(ByteBuffer target) {
         this.target = target;
+    }
+
+    /** Writes into {@code target} from now on (the send staging of the slot being filled). */
+    ByteBufferSink target(ByteBuffer target) {
+        this.target = target;
+        return this;
     }
 
     @Override

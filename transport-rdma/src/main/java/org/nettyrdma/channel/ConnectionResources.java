@@ -106,6 +106,11 @@ final class ConnectionResources {
         count(1, (long) recvCount * receiveMemory().slotSize(recvSize));
     }
 
+    /** For tests: the loop's send staging this connection's SENDs take slots from (null before the handshake). */
+    StagingPool stagingPool() {
+        return sends != null ? handler.stagingPool(queues.pd, sends.messageSize()) : null;
+    }
+
     /** Where receive buffers come from: the channel's allocator if it is a registered one. */
     private RdmaByteBufAllocator receiveMemory() {
         ByteBufAllocator alloc = config.getAllocator();
@@ -123,24 +128,17 @@ final class ConnectionResources {
      * The send queue, for SENDs of at most {@code messageSize} bytes (the peer's handshake is known); with
      * {@code writeRing} (negotiated) this side's WRITE ring too, its window not yet bound.
      */
-    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize, boolean writeRing)
-            throws VerbsException {
+    SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize, boolean writeRing,
+                            Runnable onStagingFreed) throws VerbsException {
         LocalRing r = writeRing ? new LocalRing(queues.pd, config.getRingSize(), recvCount) : null;
-        boolean ok = false;
-        try {
-            sends = new SendQueue(qp, queues.pd, credits, flushed, config, ch.counters(), handler.counters(), wrIdBase,
-                    sqDepth, maxSge, maxInline, messageSize, r);
-            ok = true;
-        } finally {
-            if (!ok && r != null) {
-                r.close(); // never bound: nothing references it
-            }
-        }
+        // staging comes from the loop's pool SEND by SEND: an idle connection registers none of it
+        sends = new SendQueue(qp, handler.stagingPool(queues.pd, messageSize), credits, flushed, config, ch.counters(),
+                handler.counters(), wrIdBase, sqDepth, maxSge, maxInline, r, onStagingFreed);
         ring = r;
         if (r != null) {
             recv.attachRing(r);
+            count(0, r.size());
         }
-        count(0, (long) messageSize * sqDepth + (r != null ? r.size() : 0));
         return sends;
     }
 
@@ -181,17 +179,25 @@ final class ConnectionResources {
             }
             ring.closeWindow();
         }
+        if (sends != null) {
+            sends.stopWaiting();
+        }
         boolean qpGone = closeQp(qp);
         queues.release(reservedCqEntries);
-        count(-1, -registeredBytes);
-        if (qpGone) {
-            recv.close(); // no receive references these buffers; lent ones are the application's
-            if (sends != null) {
-                sends.close();
+        try {
+            if (qpGone) {
+                recv.close(); // no receive references these buffers; lent ones are the application's
+                if (sends != null) {
+                    // its staging slots go back to the loop's pool, whose regions go with its last connection
+                    sends.close();
+                }
+                if (ring != null) {
+                    ring.close(); // no work request names it any more
+                }
             }
-            if (ring != null) {
-                ring.close(); // no work request names it any more
-            }
+        } finally {
+            // last, and published with it: who sees the connection gone sees its staging given back too
+            count(-1, -registeredBytes);
         }
         return qpGone;
     }

@@ -51,7 +51,10 @@ interface DataPath {
     /** Whether send {@code slot} carries a keep-alive probe. */
     boolean isProbe(int slot);
 
-    /** Whether a work request can be posted now (the send queue has room). */
+    /**
+     * Whether a work request, a control message among them, can be posted now: the send queue has room, and there is
+     * staging for the message if the device does not take it inline.
+     */
     boolean hasRoom();
 
     /** Whether send {@code slot} carries a control message (no payload). */
@@ -72,6 +75,6 @@ interface DataPath {
     /** Whether no work request is in flight. */
     boolean isIdle();
 
-    /** Frees what it holds; only when no work request can reference it (the QP is gone). */
+    /** Gives back what it holds (its staging slots); only when no work request can reference it (the QP is gone). */
     void close();
 }

@@ -192,6 +192,10 @@ final class RdmaConnection {
         return writeRing;
     }
 
+    ConnectionResources resources() {
+        return res;
+    }
+
     /** Whether this connection may still close in order: nothing failed, the peer is there. */
     boolean canCloseGracefully() {
         return !is(FAILED | PEER_GONE);
@@ -216,7 +220,8 @@ final class RdmaConnection {
         if (earlyPeerRing != null && !writeRing) {
             throw protocolViolation("sent a RING message though the WRITE ring was not negotiated");
         }
-        sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing);
+        sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing,
+                this::touch);
         int keepAliveMillis = config.getKeepAliveMillis();
         if (keepAliveMillis > 0 && !res.canRead) {
             logger.debug("{}: no keep-alive: the device allows no RDMA READ in flight (max_qp_rd_atom 0)", ch);

@@ -21,6 +21,7 @@ public final class RdmaCounters {
     long zeroCopyBytes;
     long fileReadBytes;
     long creditStalls;
+    long stagingStalls;
     long keepAliveProbes;
     long receiveCopies;
     long receiveCopiedBytes;
@@ -102,6 +103,15 @@ public final class RdmaCounters {
     public long creditStalls() {
         acquire();
         return creditStalls;
+    }
+
+    /**
+     * Times a write stopped because every slot of its event loop's send staging was in flight, at
+     * {@link RdmaIoHandlerConfig#setSendStagingBytes(long)}: it went on once a SEND of the loop completed.
+     */
+    public long stagingStalls() {
+        acquire();
+        return stagingStalls;
     }
 
     /** Keep-alive probes sent: zero-byte RDMA READs after {@code KEEPALIVE_MILLIS} of silence. */
@@ -208,6 +218,7 @@ public final class RdmaCounters {
         total.zeroCopyBytes += zeroCopyBytes;
         total.fileReadBytes += fileReadBytes;
         total.creditStalls += creditStalls;
+        total.stagingStalls += stagingStalls;
         total.keepAliveProbes += keepAliveProbes;
         total.receiveCopies += receiveCopies;
         total.receiveCopiedBytes += receiveCopiedBytes;
@@ -228,7 +239,8 @@ public final class RdmaCounters {
                 + messagesSent + ", messagesReceived=" + messagesReceived + ", workRequestsPosted=" + workRequestsPosted
                 + ", completions=" + completions + ", copies=" + copies + ", copiedBytes=" + copiedBytes
                 + ", zeroCopyBytes=" + zeroCopyBytes + ", fileReadBytes=" + fileReadBytes + ", creditStalls="
-                + creditStalls + ", keepAliveProbes=" + keepAliveProbes + ", receiveCopies=" + receiveCopies
+                + creditStalls + ", stagingStalls=" + stagingStalls + ", keepAliveProbes=" + keepAliveProbes
+                + ", receiveCopies=" + receiveCopies
                 + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
                 + ", ringBytesReceived=" + ringBytesReceived + ", spinsFound=" + spinsFound + ", spinsMissed="
                 + spinsMissed + ", waits=" + waits + ", lentBytes=" + lentBytes + ", registeredBytes="

@@ -91,6 +91,9 @@ public final class RdmaIoHandler implements IoHandler {
     private final RdmaCounters counters = new RdmaCounters();
     /** Queues whose completion queue failed: closed once the last QP on them is gone. */
     private final List<DeviceQueues> deadQueues = new ArrayList<>();
+    /** Send staging, one pool per protection domain and message size, within the loop's cap. */
+    private final List<StagingPool> stagingPools = new ArrayList<>();
+    private final StagingPool.Budget stagingBudget;
 
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) throws VerbsException {
         this.executor = executor;
@@ -100,6 +103,7 @@ public final class RdmaIoHandler implements IoHandler {
         VerbsProvider provider = resources.provider();
         this.completions = new CompletionArray(config.getCompletionBatchSize());
         this.busyPoll = BusyPoll.of(config);
+        this.stagingBudget = new StagingPool.Budget(config.getSendStagingBytes());
         this.waiter = provider.createWaiter();
         this.cmChannel = provider.createEventChannel();
         waiter.add(cmChannel);
@@ -513,6 +517,19 @@ public final class RdmaIoHandler implements IoHandler {
         return q.usedBy(user);
     }
 
+    /** This loop's send staging in {@code pd} for SENDs of {@code messageSize} bytes; created on first use. */
+    StagingPool stagingPool(ProtectionDomain pd, int messageSize) {
+        for (int i = 0; i < stagingPools.size(); i++) {
+            StagingPool p = stagingPools.get(i);
+            if (p.pd == pd && p.slotSize == messageSize) {
+                return p;
+            }
+        }
+        StagingPool p = new StagingPool(pd, messageSize, stagingBudget, counters);
+        stagingPools.add(p);
+        return p;
+    }
+
     /** The completion queues this handler has (one per device, more where connections outgrew one). */
     int deviceQueueCount() {
         return devices.size();
@@ -580,6 +597,10 @@ public final class RdmaIoHandler implements IoHandler {
             closeQueues(q);
         }
         deadQueues.clear();
+        for (StagingPool p : stagingPools) {
+            p.close(); // after the connections: a slot still out (a QP not destroyed) keeps its region
+        }
+        counters.publish();
         closeQuietly(cmChannel);
         closeQuietly(waiter);
     }

@@ -23,6 +23,7 @@ public final class RdmaIoHandlerConfig {
     private int completionQueueSize = SystemPropertyUtil.getInt("org.nettyrdma.completionQueueSize", 16384);
     private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
     private long maxLentReceiveBytes = SystemPropertyUtil.getLong("org.nettyrdma.maxLentReceiveBytes", 64L << 20);
+    private long sendStagingBytes = SystemPropertyUtil.getLong("org.nettyrdma.sendStagingBytes", 64L << 20);
 
     /** The verbs provider: {@link #PROVIDER_NATIVE} (default), {@link #PROVIDER_EMULATED} or {@link #PROVIDER_AUTO}. */
     public RdmaIoHandlerConfig setProvider(String provider) {
@@ -124,10 +125,26 @@ public final class RdmaIoHandlerConfig {
         return maxLentReceiveBytes;
     }
 
+    /**
+     * Bytes of send staging one event loop registers at most, for all its connections (SENDs in flight hold a slot of
+     * their message size each; an idle connection holds none). Staging grows on demand in regions of up to 1 MiB; at
+     * this cap a write waits for the loop's SENDs in flight to complete, as it waits for credits. It must hold at
+     * least one region: a slot of {@code RECEIVE_BUFFER_SIZE} bytes if it is above 1 MiB, else 1 MiB (or 256 slots if
+     * they are smaller), or the first write fails saying so.
+     */
+    public RdmaIoHandlerConfig setSendStagingBytes(long sendStagingBytes) {
+        this.sendStagingBytes = ObjectUtil.checkPositive(sendStagingBytes, "sendStagingBytes");
+        return this;
+    }
+
+    public long getSendStagingBytes() {
+        return sendStagingBytes;
+    }
+
     RdmaIoHandlerConfig copy() {
         return new RdmaIoHandlerConfig().setProvider(provider).setBusyPollNanos(busyPollNanos)
                 .setBusyPollBackOff(busyPollBackOff).setAdaptiveBusyPoll(adaptiveBusyPoll).setBusyPollMaxNanos(busyPollMaxNanos)
                 .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize)
-                .setMaxLentReceiveBytes(maxLentReceiveBytes);
+                .setMaxLentReceiveBytes(maxLentReceiveBytes).setSendStagingBytes(sendStagingBytes);
     }
 }

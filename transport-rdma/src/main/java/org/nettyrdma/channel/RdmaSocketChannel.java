@@ -97,6 +97,11 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         return conn != null && conn.writeRingNegotiated();
     }
 
+    /** For tests: the connection's resources (event loop only; null before the QP exists). */
+    ConnectionResources resources() {
+        return conn != null ? conn.resources() : null;
+    }
+
     /** What the channel's device can do (event loop only; null before an address is resolved). */
     org.nettyrdma.verbs.DeviceAttributes deviceAttributes() {
         return id == null || id.device() == null ? null : id.device().attributes();

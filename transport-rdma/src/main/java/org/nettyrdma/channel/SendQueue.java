@@ -18,16 +18,19 @@ import java.nio.ByteBuffer;
 
 /**
  * Protocol v1's data path (docs/protocol.md, "Sending"): flushed bytes become SENDs of at most the message size, one
- * per credit, posted in chains of at most 32. SGE 0 of each SEND is its slot of registered staging memory, holding
- * the header and the bytes of small or unregistered buffers (copied); registered buffers of at least the zero-copy
- * threshold are further SGEs (no copy). A SEND with nothing but staging bytes, short enough, goes inline. The last
+ * per credit, posted in chains of at most 32. SGE 0 of each SEND is a slot of registered staging memory taken from the
+ * loop's {@link StagingPool} for as long as the SEND is in flight, holding the header and the bytes of small or
+ * unregistered buffers (copied); registered buffers of at least the zero-copy threshold are further SGEs (no copy). A
+ * SEND with nothing but staging bytes, short enough, goes inline and gives its slot back at once (the device copied
+ * it at post); control messages short enough for inline are written in the pool's inline scratch and take no slot.
+ * With no slot to be had the write waits, as for a credit, until another SEND of the loop gives one back. The last
  * SEND of a chain is signalled, and one in {@link #SIGNAL_EVERY}; a completion settles the payload bytes of its SEND
  * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}, a
  * {@code DefaultFileRegion}'s read there straight from its file ({@link FileRegionReader}). With protocol
  * v2's WRITE ring (docs/protocol.md), registered pieces of at least a SEND's size go into the peer's ring by
  * WRITE_WITH_IMM instead, in the same walk and so in stream order. Allocates nothing per message. Event loop only.
  */
-final class SendQueue implements DataPath {
+final class SendQueue implements DataPath, StagingPool.Waiter {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
     /** Work requests posted with one call at most. */
     private static final int MAX_CHAIN = 32;
@@ -54,16 +57,19 @@ final class SendQueue implements DataPath {
     private final LocalRing localRing;
     /** The peer's WRITE ring, once its RING message arrived; null until then and in protocol v1. */
     private RingWriter peerRing;
-    private final RegisteredRegion staging;
-    private final MemoryRegion stagingMr;
-    private final ByteBuffer stagingView;
+    /** The loop's send staging for this device and message size. */
+    private final StagingPool pool;
+    /** What a slot given back to a waiting queue does: touches the connection, whose batch end flushes. */
+    private final Runnable onStagingFreed;
     private final WorkRequestList wrs;
+    /** The staging slot each send-queue slot's work request reads, or -1 (none: control, probe, ring write). */
+    private final int[] staged;
     /** Bytes of the flushed messages each slot's SEND settles at its completion. */
     private final long[] slotBytes;
     /** Whether each slot's SEND is a control message (CREDIT, FIN). */
     private final boolean[] slotControl;
     private final Builder builder = new Builder();
-    private final ByteBufferSink stagingWriter;
+    private final ByteBufferSink stagingWriter = new ByteBufferSink(null);
     private int inUse;
     private int next;
     /** The oldest slot not retired: completions retire slots from here, in order. */
@@ -71,6 +77,8 @@ final class SendQueue implements DataPath {
     /** SENDs posted since the last signalled one. */
     private int unsignalled;
     private boolean waitsForRoom;
+    /** Queued in the pool for a staging slot. */
+    private boolean awaitsStaging;
     /** The slot of the keep-alive probe in flight, or -1. */
     private int probeSlot = -1;
     private long unsettledBytes;
@@ -83,14 +91,17 @@ final class SendQueue implements DataPath {
     private boolean settleAtPost;
 
     /**
-     * A queue of {@code depth} SENDs of at most {@code messageSize} bytes on {@code qp} (work request ids
-     * {@code wrIdBase | slot}), with its staging memory registered in {@code pd}.
+     * A queue of {@code depth} SENDs of at most {@code messageSize} bytes ({@code pool}'s slot size) on {@code qp}
+     * (work request ids {@code wrIdBase | slot}), staged in {@code pool}; {@code onStagingFreed} runs when a slot comes
+     * back to a write that waits for one.
      */
-    SendQueue(QueuePair qp, ProtectionDomain pd, CreditWindow credits, FlushedMessages flushed,
+    SendQueue(QueuePair qp, StagingPool pool, CreditWindow credits, FlushedMessages flushed,
               RdmaSocketChannelConfig config, RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase,
-              int depth, int maxSge, int maxInline, int messageSize, LocalRing localRing) throws VerbsException {
+              int depth, int maxSge, int maxInline, LocalRing localRing, Runnable onStagingFreed) {
         this.qp = qp;
-        this.pd = pd;
+        this.pool = pool;
+        this.pd = pool.pd;
+        this.onStagingFreed = onStagingFreed;
         this.credits = credits;
         this.flushed = flushed;
         this.config = config;
@@ -100,25 +111,14 @@ final class SendQueue implements DataPath {
         this.depth = depth;
         this.maxSge = maxSge;
         this.maxInline = maxInline;
-        this.messageSize = messageSize;
+        this.messageSize = pool.slotSize;
         this.localRing = localRing;
-        long stagingBytes = (long) messageSize * depth;
-        if (stagingBytes > Integer.MAX_VALUE) {
-            throw new IllegalArgumentException("send staging of " + stagingBytes + " bytes (RECEIVE_BUFFER_SIZE "
-                    + messageSize + " x (RECEIVE_BUFFER_COUNT + 4) " + depth + ") exceeds 2 GiB: lower one of them");
-        }
-        staging = new RegisteredRegion((int) stagingBytes);
-        try {
-            stagingMr = staging.memoryRegion(pd);
-        } catch (VerbsException | RuntimeException e) {
-            staging.close();
-            throw e;
-        }
-        stagingView = staging.memory().duplicate();
-        stagingWriter = new ByteBufferSink(stagingView);
         wrs = new WorkRequestList(Math.min(depth, MAX_CHAIN), maxSge);
         slotBytes = new long[depth];
         slotControl = new boolean[depth];
+        staged = new int[depth];
+        java.util.Arrays.fill(staged, -1);
+        pool.join();
     }
 
     @Override
@@ -191,19 +191,86 @@ final class SendQueue implements DataPath {
     @Override
     public void sendControl(int type) throws IOException {
         int slot = next;
-        int base = slot * messageSize;
-        RdmaProtocol.putHeader(stagingView, base, type, credits.takeOwed());
-        int length = RdmaProtocol.HEADER_LENGTH;
-        if (type == RdmaProtocol.TYPE_CREDIT && localRing != null) {
-            stagingView.putInt(base + length, localRing.space.takeReleased());
-            length = RdmaProtocol.RING_CREDIT_LENGTH;
+        int length = type == RdmaProtocol.TYPE_CREDIT && localRing != null ? RdmaProtocol.RING_CREDIT_LENGTH
+                : RdmaProtocol.HEADER_LENGTH;
+        ByteBuffer view = controlBuffer(0, slot, length);
+        int base = controlBase;
+        RdmaProtocol.putHeader(view, base, type, credits.takeOwed());
+        if (length == RdmaProtocol.RING_CREDIT_LENGTH) {
+            view.putInt(base + RdmaProtocol.HEADER_LENGTH, localRing.space.takeReleased());
         }
-        wrs.setSend(0, wrIdBase | slot, WrOpcode.SEND, SendFlags.INLINE)
-                .addSge(0, stagingMr.address() + base, length, stagingMr.lkey());
         post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         occupy();
+    }
+
+    /** Where {@link #controlBuffer} put the message: its offset in the buffer returned. */
+    private int controlBase;
+
+    /**
+     * Sets up work request {@code i} (send-queue slot {@code slot}) as a SEND of a {@code length}-byte control message
+     * and returns the buffer to write it into, at {@link #controlBase}: the pool's inline scratch if the device takes
+     * it inline, else a staging slot (the caller checked {@link #hasRoom(int)}, which looks for one).
+     */
+    private ByteBuffer controlBuffer(int i, int slot, int length) throws IOException {
+        if (length <= maxInline) {
+            ByteBuffer view = pool.scratchView();
+            controlBase = 0;
+            wrs.setSend(i, wrIdBase | slot, WrOpcode.SEND, SendFlags.INLINE)
+                    .addSge(i, pool.scratchAddress(), length, pool.scratchLkey());
+            return view;
+        }
+        int s = takeStaging(slot);
+        if (s < 0) {
+            throw new IOException("no send staging for a control message (RdmaIoHandlerConfig.sendStagingBytes "
+                    + "reached), though one was looked for");
+        }
+        controlBase = pool.offset(s);
+        wrs.setSend(i, wrIdBase | slot, WrOpcode.SEND, 0).addSge(i, pool.address(s), length, pool.lkey(s));
+        return pool.view(s);
+    }
+
+    /** A staging slot for send-queue slot {@code slot}, or -1 (then this queue waits for one). */
+    private int takeStaging(int slot) throws VerbsException {
+        releaseStaging(slot); // left by a work request whose post failed: this place in the queue is free
+        int s = pool.acquire();
+        if (s < 0) {
+            awaitStaging();
+            return -1;
+        }
+        staged[slot] = s;
+        counters.registeredBytes += messageSize;
+        return s;
+    }
+
+    /** Gives back send-queue slot {@code slot}'s staging, if it has any: no work request reads it any more. */
+    private void releaseStaging(int slot) {
+        int s = staged[slot];
+        if (s >= 0) {
+            staged[slot] = -1;
+            counters.registeredBytes -= messageSize;
+            pool.release(s);
+        }
+    }
+
+    int messageSize() {
+        return messageSize;
+    }
+
+    /** The connection is going: no slot is to wake it any more. */
+    void stopWaiting() {
+        if (awaitsStaging) {
+            awaitsStaging = false;
+            pool.forget(this);
+        }
+    }
+
+    /** A slot came back to the pool while this queue waited for one. */
+    @Override
+    public void stagingFreed() {
+        awaitsStaging = false;
+        onStagingFreed.run();
     }
 
     /**
@@ -218,12 +285,10 @@ final class SendQueue implements DataPath {
         slotControl[bindSlot] = true;
         advance(); // a bind takes a place in the send queue, not a receive of the peer's
         int slot = next;
-        int base = slot * messageSize;
-        RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_RING, credits.takeOwed());
-        localRing.putRingMessage(stagingView, base + RdmaProtocol.HEADER_LENGTH);
-        int length = RdmaProtocol.RING_MESSAGE_LENGTH;
-        wrs.setSend(1, wrIdBase | slot, WrOpcode.SEND, length <= maxInline ? SendFlags.INLINE : 0)
-                .addSge(1, stagingMr.address() + base, length, stagingMr.lkey());
+        ByteBuffer view = controlBuffer(1, slot, RdmaProtocol.RING_MESSAGE_LENGTH);
+        int base = controlBase;
+        RdmaProtocol.putHeader(view, base, RdmaProtocol.TYPE_RING, credits.takeOwed());
+        localRing.putRingMessage(view, base + RdmaProtocol.HEADER_LENGTH);
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         occupy();
@@ -247,9 +312,29 @@ final class SendQueue implements DataPath {
         return peerRing.onReleased(released);
     }
 
-    /** Whether {@code n} work requests can be posted now. */
+    /**
+     * Whether {@code n} work requests, a control message among them, can be posted now: places in the queue, and
+     * staging for the message if the device does not take it inline (else this queue waits for a slot).
+     */
     boolean hasRoom(int n) {
-        return inUse + n <= depth;
+        return inUse + n <= depth && (RdmaProtocol.RING_MESSAGE_LENGTH <= maxInline || stagingAvailable());
+    }
+
+    private boolean stagingAvailable() {
+        if (pool.canAcquire()) {
+            return true;
+        }
+        awaitStaging();
+        return false;
+    }
+
+    private void awaitStaging() {
+        counters.stagingStalls++;
+        loopCounters.stagingStalls++;
+        if (!awaitsStaging) {
+            awaitsStaging = true;
+            pool.await(this);
+        }
     }
 
     private void post(int count) throws IOException {
@@ -268,6 +353,11 @@ final class SendQueue implements DataPath {
         }
         counters.workRequestsPosted += count;
         loopCounters.workRequestsPosted += count;
+        for (int i = 0; i < count; i++) {
+            if ((wrs.sendFlags(i) & SendFlags.INLINE) != 0) {
+                releaseStaging((int) wrs.wrId(i)); // the device copied it at post
+            }
+        }
     }
 
     /** A SEND was posted in slot {@link #next}: it spent a credit and a place in the queue. */
@@ -307,9 +397,10 @@ final class SendQueue implements DataPath {
         return slot == probeSlot;
     }
 
+    /** A place in the queue, and staging for a control message if the device does not take it inline. */
     @Override
     public boolean hasRoom() {
-        return inUse < depth;
+        return hasRoom(1);
     }
 
     @Override
@@ -324,6 +415,7 @@ final class SendQueue implements DataPath {
         for (;;) {
             int retired = oldest;
             bytes += slotBytes[retired];
+            releaseStaging(retired);
             if (retired == probeSlot) {
                 probeSlot = -1;
             }
@@ -350,9 +442,17 @@ final class SendQueue implements DataPath {
         return inUse == 0;
     }
 
+    /**
+     * The QP is destroyed: no work request reads this queue's staging any more, and it goes back to the pool (one whose
+     * QP could not be destroyed never calls this: its slots stay out, and the pool never frees them).
+     */
     @Override
     public void close() {
-        staging.close();
+        stopWaiting();
+        for (int i = 0; i < depth; i++) {
+            releaseStaging(i);
+        }
+        pool.leave();
     }
 
     /** Builds SENDs from the flushed messages after the bytes already posted. Reused; allocates nothing. */
@@ -372,6 +472,9 @@ final class SendQueue implements DataPath {
         private long settles;
         private int copied;
         private int sges;
+        /** The staging of the SEND being built: its region's view, its offset there. */
+        private ByteBuffer view;
+        private int base;
 
         void start(long alreadyPosted) {
             skip = alreadyPosted;
@@ -388,7 +491,7 @@ final class SendQueue implements DataPath {
             return msg instanceof ByteBuf ? processBuf((ByteBuf) msg) : processRegion((FileRegion) msg);
         }
 
-        private boolean processBuf(ByteBuf buf) {
+        private boolean processBuf(ByteBuf buf) throws VerbsException {
             int index = buf.readerIndex();
             int readable = buf.readableBytes();
             if (skip >= readable) {
@@ -437,10 +540,10 @@ final class SendQueue implements DataPath {
                     sges++;
                     counters.zeroCopyBytes += n;
                 } else if (sges == 1) {
-                    int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
-                    stagingView.limit(at + n).position(at);
-                    buf.getBytes(index, stagingView);
-                    stagingView.clear();
+                    int at = base + RdmaProtocol.HEADER_LENGTH + copied;
+                    view.limit(at + n).position(at);
+                    buf.getBytes(index, view);
+                    view.clear();
                     copied += n;
                     counters.copies++;
                     counters.copiedBytes += n;
@@ -481,25 +584,25 @@ final class SendQueue implements DataPath {
                     end(); // copied bytes go in staging, before a SEND's zero-copy SGEs
                     continue;
                 }
-                int at = slot * messageSize + RdmaProtocol.HEADER_LENGTH + copied;
-                stagingView.limit(at + room).position(at);
+                int at = base + RdmaProtocol.HEADER_LENGTH + copied;
+                view.limit(at + room).position(at);
                 int n;
                 long advanced;
                 try {
                     if (direct) {
-                        int read = FileRegionReader.read(region, stagingView);
+                        int read = FileRegionReader.read(region, view);
                         counters.fileReadBytes += read;
                         loopCounters.fileReadBytes += read;
                     } else {
-                        region.transferTo(stagingWriter, position);
+                        region.transferTo(stagingWriter.target(view), position);
                     }
                 } finally {
                     // what reached staging is sent, also when transferTo failed part-way. The region's progress is
                     // what its transferred() says, as every Netty transport takes it: a region may write more bytes
                     // than it counts (framing, encryption) and count a chunk only once all of it is written
-                    n = stagingView.position() - at;
+                    n = view.position() - at;
                     advanced = Math.max(0, region.transferred() - position);
-                    stagingView.clear();
+                    view.clear();
                     copied += n;
                     payload += n;
                     settles += advanced;
@@ -528,7 +631,7 @@ final class SendQueue implements DataPath {
             }
         }
 
-        private boolean begin() {
+        private boolean begin() throws VerbsException {
             if (count == wrs.capacity()) {
                 listFull = true;
                 return false;
@@ -538,22 +641,29 @@ final class SendQueue implements DataPath {
                 outOfRoom = true;
                 return false;
             }
+            int s = takeStaging(next);
+            if (s < 0) {
+                // every slot of the loop's staging is in flight: the write waits for one, as for a credit
+                outOfRoom = true;
+                return false;
+            }
             slot = next;
             payload = 0;
             settles = 0;
             copied = 0;
             sges = 1;
+            view = pool.view(s);
+            base = pool.offset(s);
             wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, 0)
-                    .addSge(count, stagingMr.address() + (long) slot * messageSize, RdmaProtocol.HEADER_LENGTH,
-                            stagingMr.lkey());
+                    .addSge(count, pool.address(s), RdmaProtocol.HEADER_LENGTH, pool.lkey(s));
             building = true;
             return true;
         }
 
         private void end() {
-            int base = slot * messageSize;
-            RdmaProtocol.putHeader(stagingView, base, RdmaProtocol.TYPE_DATA, credits.takeOwed());
-            wrs.setSge(count, 0, stagingMr.address() + base, RdmaProtocol.HEADER_LENGTH + copied, stagingMr.lkey());
+            int s = staged[slot];
+            RdmaProtocol.putHeader(view, base, RdmaProtocol.TYPE_DATA, credits.takeOwed());
+            wrs.setSge(count, 0, pool.address(s), RdmaProtocol.HEADER_LENGTH + copied, pool.lkey(s));
             if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
                 wrs.sendFlags(count, SendFlags.INLINE);
             }
@@ -637,6 +747,7 @@ final class SendQueue implements DataPath {
                     end();
                 } else {
                     building = false;
+                    releaseStaging(slot);
                 }
             }
         }

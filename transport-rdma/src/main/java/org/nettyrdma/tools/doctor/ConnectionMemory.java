@@ -25,20 +25,23 @@ import java.util.concurrent.TimeUnit;
 /**
  * What one connection registers with a given receive buffer size and count, measured rather than computed: the
  * transport connects a client to an echo server on the emulated provider (in this JVM, no device), echoes one byte,
- * and reads the client channel's {@code registeredBytes()} counter (its receive buffers and its send staging). The
- * size of the pool regions the receive buffers are carved from is read from a fresh {@link RdmaByteBufAllocator}: a
- * process pins whole regions.
+ * and reads the client channel's {@code registeredBytes()} counter once its SEND completed (its receive buffers: an
+ * idle connection holds no send staging). The size of the pool regions the receive buffers are carved from is read
+ * from a fresh {@link RdmaByteBufAllocator}: a process pins whole regions. The send staging a busy connection takes
+ * from its event loop's pool is computed: a slot of the message size per SEND in flight, at most as many as its send
+ * queue holds ({@code count + 4}).
  *
- * @param perConnectionBytes registered bytes of one connection once it is up
+ * @param perConnectionBytes registered bytes of one idle connection once it is up
  * @param regionBytes        the pool region that holds receive buffers of this size
+ * @param stagingBytes       send staging one connection's SENDs in flight hold at most
  */
-public record ConnectionMemory(long perConnectionBytes, long regionBytes) {
+public record ConnectionMemory(long perConnectionBytes, long regionBytes, long stagingBytes) {
     private static final long TIMEOUT_SECONDS = 20;
 
     /** Measures it with receive buffers of {@code receiveBufferSize} bytes, {@code receiveBufferCount} of them. */
     public static ConnectionMemory measure(int receiveBufferSize, int receiveBufferCount) throws Exception {
         return new ConnectionMemory(registeredByOneConnection(receiveBufferSize, receiveBufferCount),
-                regionOf(receiveBufferSize));
+                regionOf(receiveBufferSize), (long) (receiveBufferCount + 4) * receiveBufferSize);
     }
 
     private static long regionOf(int bufferSize) {
@@ -93,8 +96,16 @@ public record ConnectionMemory(long perConnectionBytes, long regionBytes) {
                     if (!echoed.await(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
                         throw new IllegalStateException("no echo within " + TIMEOUT_SECONDS + " s");
                     }
-                    // on the loop: after every event of the connection so far
-                    return client.eventLoop().submit(() -> client.counters().registeredBytes()).get();
+                    // on the loop: after every event of the connection so far. A slot of the send staging is out until
+                    // the SEND's completion, which may come after the echo: idle is once it came
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(TIMEOUT_SECONDS);
+                    long idle = (long) count * size;
+                    long bytes;
+                    while ((bytes = client.eventLoop().submit(() -> client.counters().registeredBytes()).get()) > idle
+                            && System.nanoTime() - deadline < 0) {
+                        Thread.sleep(1);
+                    }
+                    return bytes;
                 } finally {
                     client.close().sync();
                     // the accepted side ends too before the loop goes: nothing of the connection outlives the group

@@ -30,7 +30,7 @@ final class FactsCollector {
                 ConnectionMemory m = ConnectionMemory.measure(o.receiveBufferSize(), o.receiveBufferCount());
                 long lentPerChannel = new RdmaSocketChannel().config().getMaxLentReceiveBytes();
                 need = new MemlockNeed(o.connections(), o.eventLoops(), m.perConnectionBytes(), lentPerChannel,
-                        loop.getMaxLentReceiveBytes(), m.regionBytes());
+                        loop.getMaxLentReceiveBytes(), m.regionBytes(), m.stagingBytes(), loop.getSendStagingBytes());
             } catch (Exception | LinkageError e) {
                 needError = e.toString();
             }

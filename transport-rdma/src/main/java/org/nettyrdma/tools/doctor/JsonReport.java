@@ -70,6 +70,7 @@ final class JsonReport {
             memlock.put("connections", n.connections());
             memlock.put("eventLoops", n.eventLoops());
             memlock.put("perConnectionBytes", n.perConnectionBytes());
+            memlock.put("stagingBytes", n.stagingBytes());
             memlock.put("lentBytes", n.lentBytes());
             memlock.put("poolRegionBytes", n.poolRoundingBytes());
         } else {

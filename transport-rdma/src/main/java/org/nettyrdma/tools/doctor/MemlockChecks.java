@@ -73,7 +73,8 @@ final class MemlockChecks {
     }
 
     static String describe(MemlockNeed n) {
-        return n.connections() + " x " + Bytes.format(n.perConnectionBytes()) + " receive buffers and send staging, "
+        return n.connections() + " x " + Bytes.format(n.perConnectionBytes()) + " receive buffers, "
+                + Bytes.format(n.stagingBytes()) + " of send staging for the SENDs in flight, "
                 + Bytes.format(n.lentBytes()) + " of received buffers the pipelines may hold, "
                 + Bytes.format(n.poolRoundingBytes()) + " of partly used pool regions";
     }

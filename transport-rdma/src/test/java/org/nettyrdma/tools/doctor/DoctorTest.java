@@ -152,10 +152,21 @@ class DoctorTest {
         JsonObject m = r.json().getAsJsonObject("memlock");
         long perConnection = m.get("perConnectionBytes").getAsLong();
         assertEquals(ConnectionMemoryTest.defaultConnectionBytes(), perConnection);
+        // 10 connections' SENDs in flight hold 320 KiB of send staging each at most, under the loops' caps (2 x 64 MiB)
+        long staging = 10 * ConnectionMemoryTest.defaultStagingBytes();
+        assertEquals(staging, m.get("stagingBytes").getAsLong());
         // 10 channels may lend 4 MiB each (MAX_LENT_RECEIVE_BYTES), under the loops' 2 x 64 MiB
         assertEquals(40 * MIB, m.get("lentBytes").getAsLong());
         assertEquals(2 * 4 * MIB, m.get("poolRegionBytes").getAsLong());
-        assertEquals(10 * perConnection + 40 * MIB + 8 * MIB, m.get("neededBytes").getAsLong());
+        assertEquals(10 * perConnection + staging + 40 * MIB + 8 * MIB, m.get("neededBytes").getAsLong());
+    }
+
+    @Test
+    void sendStagingIsBoundByTheLoopsCaps() {
+        Run r = run(new FakeHost(dir), "--json", "--connections", "1000", "--event-loops", "2");
+        JsonObject m = r.json().getAsJsonObject("memlock");
+        // 1000 x 320 KiB in flight at most, but each loop registers 64 MiB of staging at most
+        assertEquals(2 * 64 * MIB, m.get("stagingBytes").getAsLong());
     }
 
     @Test
