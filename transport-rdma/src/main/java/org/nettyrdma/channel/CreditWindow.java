@@ -260,7 +260,8 @@ final class CreditWindow {
 
     @Override
     public String toString() {
-        return "credits{send " + sendCredits + ", target " + target + " of " + limit + ", owed data " + owedData + ", owed control " + owedCtrl
-                + ", granted " + grantedToPeer + ", received " + receivedFromPeer + ", forgiven " + forgiven + '}';
+        return "credits{send " + sendCredits + ", target " + target + " of " + limit + ", owed data " + owedData
+                + ", owed control " + owedCtrl + ", granted " + grantedToPeer + ", received " + receivedFromPeer
+                + ", forgiven " + forgiven + '}';
     }
 }
