@@ -39,6 +39,12 @@ final class ConnectionResources {
      * without them (iWARP, siw) speak v1: docs/protocol.md, "Exposure for protocol v2".
      */
     final boolean offersWriteRing;
+    /**
+     * Whether this side offers pooled credits (handshake flag bit 2, docs/srq-design.md section 2): only when its
+     * receives come from a loop's shared pool, which is not built yet (step 7), so never; the handshake's extension is
+     * parsed and checked already, and a peer that offers it gets v1.
+     */
+    final boolean offersPooledCredits = false;
     /** Whether this side may post RDMA READs (the device allows a READ in flight per QP): the keep-alive probes. */
     final boolean canRead;
     /** Whether the device is iWARP: connection set-up and close differ there (docs/protocol.md). */

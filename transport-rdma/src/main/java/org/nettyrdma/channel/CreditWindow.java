@@ -6,62 +6,101 @@ package org.nettyrdma.channel;
  *
  * <p>Rules kept here: DATA and FIN need two credits (the last is kept for a CREDIT message); every header carries
  * what is owed, at most {@value RdmaProtocol#MAX_CREDITS_PER_HEADER}; a CREDIT message goes out when owed data
- * credits reach a quarter of the receives, or when the peer may be out of credits and data credits, or at least two
- * control credits, are owed; and a peer never grants more credits than the receive buffers it announced.
+ * credits reach a quarter of the window, or when the peer may be out of credits and data credits, or at least two
+ * control credits, are owed; and a peer never grants more credits than the limit it announced.
+ *
+ * <p>Pooled credits (docs/srq-design.md, section 2): the receive side has a <em>target</em> {@code T}, the receives
+ * it means the peer to hold, between {@value #FLOOR} and its announced limit. Credits owed beyond it are
+ * <em>forgiven</em> as soon as they are owed: never granted, so that what the peer holds plus what is owed to it stays
+ * within {@code T} ({@link #forgiven()} counts them for the pool). Growing the target owes the new receives as data
+ * credits. With the target equal to the receive count (per-QP receives, and every window until the pool exists) no
+ * credit is ever forgiven and the rules are v1's.
  */
 final class CreditWindow {
-    private final int receiveCount;
+    /** The smallest window: the greeting, the credit kept for CREDIT messages, one DATA, one unreturned control credit. */
+    static final int FLOOR = 4;
+
+    /** The most receives this side announced it may grant the peer (its handshake's credit limit). */
+    private final int limit;
+    /** The receives this side means the peer to hold: FLOOR..limit. */
+    private int target;
     /** Credits this side may spend: receives the peer has posted for it. */
     private int sendCredits;
-    /** The receive buffers the peer announced: more credits than these it cannot honestly grant. */
-    private int peerReceiveCount = Integer.MAX_VALUE;
+    /** The most credits the peer announced it may grant: more it cannot honestly grant. */
+    private int peerLimit = Integer.MAX_VALUE;
     /** Receives posted again after the pipeline read a DATA message (or one was dropped), not yet announced. */
     private int owedData;
     /** Receives posted again at once after a CREDIT or FIN, not yet announced. */
     private int owedCtrl;
     private long grantedToPeer;
     private long receivedFromPeer;
+    /** Owed credits that went beyond the target and were never granted, in all. */
+    private long forgiven;
 
-    /** @param receiveCount this side's receive buffers: the credits the peer starts with */
+    /** @param receiveCount this side's receive buffers: the credits the peer starts with, and all it may ever hold */
     CreditWindow(int receiveCount) {
-        this.receiveCount = receiveCount;
-        grantedToPeer = receiveCount;
+        this(receiveCount, receiveCount);
+    }
+
+    /**
+     * @param initial the credits the peer starts with: the window's first target
+     * @param limit the most credits this side may ever grant (announced to the peer); at least {@code initial}
+     */
+    CreditWindow(int initial, int limit) {
+        if (initial < 1 || limit < initial) {
+            throw new IllegalArgumentException("initial credits " + initial + ", limit " + limit
+                    + ": need 1 <= initial <= limit");
+        }
+        this.limit = limit;
+        target = initial;
+        grantedToPeer = initial;
     }
 
     /** A copy of {@code other} (CreditWindowModelTest explores the states of two windows). */
     CreditWindow(CreditWindow other) {
-        receiveCount = other.receiveCount;
+        limit = other.limit;
+        target = other.target;
         sendCredits = other.sendCredits;
-        peerReceiveCount = other.peerReceiveCount;
+        peerLimit = other.peerLimit;
         owedData = other.owedData;
         owedCtrl = other.owedCtrl;
         grantedToPeer = other.grantedToPeer;
         receivedFromPeer = other.receivedFromPeer;
+        forgiven = other.forgiven;
     }
 
     /**
-     * The peer's handshake: it posted {@code count} receives for this side. Returns what is wrong if credits that came
-     * earlier (with data that beat the handshake) already exceed them, else {@code null}.
+     * The peer's handshake (v1): it posted {@code count} receives for this side, all it may ever grant. Returns what
+     * is wrong if credits that came earlier (with data that beat the handshake) already exceed them, else {@code null}.
      */
     String peerReady(int count) {
-        peerReceiveCount = count;
-        sendCredits += count;
-        return sendCredits > count ? "granted " + sendCredits + " credits, more than its " + count
-                + " receive buffers" : null;
+        return peerReady(count, count);
     }
 
     /**
-     * A message arrived granting {@code credits}; returns what is wrong if that makes more credits than the peer has
-     * receive buffers (they are not taken then), else {@code null}.
+     * The peer's handshake: it starts this side with {@code initial} credits and may grant up to {@code limit} (pooled
+     * credits; v1: both its receive count). Returns what is wrong if credits that came earlier (with data that beat
+     * the handshake) already exceed the limit, else {@code null}.
+     */
+    String peerReady(int initial, int limit) {
+        peerLimit = limit;
+        sendCredits += initial;
+        return sendCredits > limit ? "granted " + sendCredits + " credits, more than its limit of " + limit
+                + " receives" : null;
+    }
+
+    /**
+     * A message arrived granting {@code credits}; returns what is wrong if that makes more credits than the peer's
+     * limit (they are not taken then), else {@code null}.
      */
     String onReceived(int credits) {
         receivedFromPeer++;
         if (receivedFromPeer > grantedToPeer) {
             return "sent " + receivedFromPeer + " messages, more than the " + grantedToPeer + " credits it was granted";
         }
-        if ((long) sendCredits + credits > peerReceiveCount) {
-            return "granted " + ((long) sendCredits + credits) + " credits, more than its " + peerReceiveCount
-                    + " receive buffers";
+        if ((long) sendCredits + credits > peerLimit) {
+            return "granted " + ((long) sendCredits + credits) + " credits, more than its limit of " + peerLimit
+                    + " receives";
         }
         sendCredits += credits;
         return null;
@@ -90,11 +129,46 @@ final class CreditWindow {
     /** {@code n} receives were posted again for DATA (read by the pipeline, or dropped). */
     void oweData(int n) {
         owedData += n;
+        forgiveExcess();
     }
 
     /** A receive was posted again at once after a CREDIT or FIN (or data nobody reads). */
     void oweControl() {
         owedCtrl++;
+        forgiveExcess();
+    }
+
+    /**
+     * Sets the receives the peer is meant to hold ({@value #FLOOR} to the limit). Growing owes the new receives as
+     * data credits (the caller reserved them first); shrinking forgives what is owed beyond the new target, and what
+     * the peer still holds beyond it is forgiven as it comes back. {@link #reservation()} says what the receives must
+     * cover meanwhile.
+     */
+    void setTarget(int t) {
+        if (t < FLOOR || t > limit) {
+            throw new IllegalArgumentException("target " + t + " outside " + FLOOR + ".." + limit);
+        }
+        if (t > target) {
+            owedData += t - target;
+        }
+        target = t;
+        forgiveExcess();
+    }
+
+    /**
+     * Keeps what the peer holds plus what is owed to it within the target: the excess is forgiven, control credits
+     * first (data credits are the ones that make a CREDIT message go out: rule 2).
+     */
+    private void forgiveExcess() {
+        long excess = grantedToPeer - receivedFromPeer + owedData + owedCtrl - target;
+        if (excess <= 0) {
+            return;
+        }
+        int fromCtrl = (int) Math.min(excess, owedCtrl);
+        int fromData = (int) Math.min(excess - fromCtrl, owedData);
+        owedCtrl -= fromCtrl;
+        owedData -= fromData;
+        forgiven += fromCtrl + fromData;
     }
 
     /** The credits for the next header: everything owed, at most what a header holds. */
@@ -115,7 +189,7 @@ final class CreditWindow {
     /**
      * Whether a CREDIT message should go out now, with a credit to spend on it (docs/protocol.md, "Credits", rule 2):
      * <ul>
-     *   <li>data credits owed reached a quarter of the receives; or</li>
+     *   <li>data credits owed reached a quarter of the target (the receive count without a pool); or</li>
      *   <li>the peer may be out of credits (what it was granted minus what it sent is at most 1) and data credits are
      *   owed, or at least two control credits.</li>
      * </ul>
@@ -129,7 +203,7 @@ final class CreditWindow {
         if (owedData + owedCtrl == 0 || !canSendControl()) {
             return false;
         }
-        if (owedData >= Math.max(1, receiveCount / 4)) {
+        if (owedData >= Math.max(1, target / 4)) {
             return true;
         }
         boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
@@ -156,6 +230,29 @@ final class CreditWindow {
         return grantedToPeer - receivedFromPeer;
     }
 
+    /** The receives this side means the peer to hold. */
+    int target() {
+        return target;
+    }
+
+    /** The most credits this side may grant. */
+    int limit() {
+        return limit;
+    }
+
+    /** Owed credits never granted because they went beyond the target, in all. */
+    long forgiven() {
+        return forgiven;
+    }
+
+    /**
+     * The receives this connection needs from a pool now: its target, or more while the peer still holds credits
+     * granted under a larger one (they come back, and are forgiven, as its messages arrive).
+     */
+    long reservation() {
+        return Math.max(target, grantedToPeer - receivedFromPeer);
+    }
+
     /** Messages that arrived from the peer in all (each spent one of its credits). */
     long receivedFromPeer() {
         return receivedFromPeer;
@@ -163,7 +260,8 @@ final class CreditWindow {
 
     @Override
     public String toString() {
-        return "credits{send " + sendCredits + ", owed data " + owedData + ", owed control " + owedCtrl
-                + ", granted " + grantedToPeer + ", received " + receivedFromPeer + '}';
+        return "credits{send " + sendCredits + ", target " + target + " of " + limit + ", owed data " + owedData
+                + ", owed control " + owedCtrl + ", granted " + grantedToPeer + ", received " + receivedFromPeer
+                + ", forgiven " + forgiven + '}';
     }
 }

@@ -211,7 +211,9 @@ final class RdmaConnection {
             return;
         }
         writeRing = res.offersWriteRing && p.offersWriteRing();
-        String violation = credits.peerReady(p.receiveBufferCount); // credits may have come with data before
+        boolean pooled = p.pooledCredits(res.offersPooledCredits);
+        // credits may have come with data before
+        String violation = credits.peerReady(p.initialCredits(pooled), p.creditLimit(pooled));
         if (violation != null) {
             throw protocolViolation(violation);
         }

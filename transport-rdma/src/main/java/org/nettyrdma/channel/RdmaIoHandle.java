@@ -18,6 +18,16 @@ interface RdmaIoHandle extends IoHandle {
     /** Completion {@code index} of {@code completions} is for this handle (its registration id is in the wr_id). */
     void onCompletion(CompletionArray completions, int index);
 
+    /**
+     * Completion {@code index} of {@code completions} is a receive this handle's QP took from a shared receive queue
+     * (its wr_id is the pool's; the handler found the handle by qp_num: {@link RdmaIoHandler.Registration#bindSharedReceives}).
+     * A handle whose QP has no shared receive queue never binds one, so never gets here.
+     */
+    default void onSharedReceive(CompletionArray completions, int index) {
+        fail(new IllegalStateException("a receive from a shared receive queue completed for a channel that has none "
+                + "(qp_num " + completions.qpNum(index) + "): a bug of the transport"));
+    }
+
     /** A CM event for this handle's id; {@code event} is reused after the call. */
     void onCmEvent(CmEvent event);
 

@@ -78,6 +78,11 @@ public final class RdmaIoHandler implements IoHandler {
     private final BusyPoll busyPoll;
     private final RdmaIoHandle.RdmaIoEvent ioEvent = new RdmaIoHandle.RdmaIoEvent();
     private final IntObjectHashMap<Registration> registrations = new IntObjectHashMap<>();
+    /**
+     * The registrations whose QP takes its receives from a shared receive queue, by qp_num: such a receive's wr_id is
+     * the pool's (its upper 32 bits 0), so the completion's qp_num says whose it is (docs/srq-design.md, section 1).
+     */
+    private final IntObjectHashMap<Registration> byQpNum = new IntObjectHashMap<>();
     private final List<DeviceQueues> devices = new ArrayList<>();
     private RdmaIoHandle[] touched = new RdmaIoHandle[64];
     private int touchedCount;
@@ -273,20 +278,34 @@ public final class RdmaIoHandler implements IoHandler {
             failQueues(q, n);
             return 1;
         }
+        dispatch(completions, n);
+        counters.completions += n;
+        finishBatch();
+        return n;
+    }
+
+    /**
+     * Hands each of the first {@code n} completions to its handle: by the registration id in its wr_id's upper 32 bits,
+     * or, where those are 0 (a receive from a shared receive queue), by its qp_num. A completion nobody owns any more
+     * (its channel deregistered) is dropped; with a shared receive queue its buffer is the pool's to take back
+     * (step 7 of docs/srq-design.md).
+     */
+    void dispatch(CompletionArray completions, int n) {
         for (int i = 0; i < n; i++) {
             int id = (int) (completions.wrId(i) >>> 32);
-            Registration r = registrations.get(id);
+            Registration r = id != 0 ? registrations.get(id) : byQpNum.get(completions.qpNum(i));
             if (r != null) {
                 try {
-                    r.handle.onCompletion(completions, i);
+                    if (id != 0) {
+                        r.handle.onCompletion(completions, i);
+                    } else {
+                        r.handle.onSharedReceive(completions, i);
+                    }
                 } catch (Throwable t) {
                     logger.warn("channel failed handling a completion", t);
                 }
             }
         }
-        counters.completions += n;
-        finishBatch();
-        return n;
     }
 
     private int pollCm() {
@@ -610,6 +629,8 @@ public final class RdmaIoHandler implements IoHandler {
         final int id;
         final RdmaIoHandle handle;
         private boolean valid = true;
+        /** The qp_num whose shared receives come to this handle, or -1. */
+        private long sharedQpNum = -1;
 
         Registration(int id, RdmaIoHandle handle) {
             this.id = id;
@@ -618,6 +639,32 @@ public final class RdmaIoHandler implements IoHandler {
 
         RdmaIoHandler handler() {
             return RdmaIoHandler.this;
+        }
+
+        /**
+         * Receives that {@code qpNum} takes from a shared receive queue complete to this handle
+         * ({@link RdmaIoHandle#onSharedReceive}), from now until {@link #unbindSharedReceives} or {@link #cancel}: bound
+         * right after the QP is created, before it can receive. One QP per registration.
+         */
+        void bindSharedReceives(int qpNum) {
+            if (!valid || sharedQpNum != -1) {
+                throw new IllegalStateException(valid ? "registration " + id + " has QP " + sharedQpNum + " bound already"
+                        : "registration " + id + " was cancelled");
+            }
+            Registration other = byQpNum.get(qpNum);
+            if (other != null) {
+                throw new IllegalStateException("QP " + qpNum + " is bound to registration " + other.id + " already");
+            }
+            byQpNum.put(qpNum, this);
+            sharedQpNum = qpNum;
+        }
+
+        /** Ends {@link #bindSharedReceives}: after the QP is destroyed (a later QP may get its number). */
+        void unbindSharedReceives() {
+            if (sharedQpNum != -1) {
+                byQpNum.remove((int) sharedQpNum);
+                sharedQpNum = -1;
+            }
         }
 
         /** Itself: the event loop wraps registrations, and channels need this one (its id and handler). */
@@ -645,6 +692,7 @@ public final class RdmaIoHandler implements IoHandler {
             }
             valid = false;
             registrations.remove(id);
+            unbindSharedReceives();
             for (int i = 0; i < devices.size(); i++) {
                 devices.get(i).users.remove(handle);
             }

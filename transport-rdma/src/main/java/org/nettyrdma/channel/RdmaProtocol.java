@@ -23,6 +23,14 @@ final class RdmaProtocol {
     static final int FLAG_WRITE_RING = 1;
     /** Handshake flag bit 1: READ rendezvous (protocol v2's second path; not built: never set by this side). */
     static final int FLAG_READ_RENDEZVOUS = 1 << 1;
+    /**
+     * Handshake flag bit 2: pooled credits (docs/srq-design.md, section 2). The handshake then has
+     * {@link #POOLED_HANDSHAKE_LENGTH} bytes: after the 16 of v1, u32 initial credits and u32 credit limit. Used when
+     * both sides set it; set only by a side whose receives come from a shared pool.
+     */
+    static final int FLAG_POOLED_CREDITS = 1 << 2;
+    /** A handshake with {@link #FLAG_POOLED_CREDITS}: v1's 16 bytes, initial credits u32, credit limit u32. */
+    static final int POOLED_HANDSHAKE_LENGTH = HANDSHAKE_LENGTH + 8;
 
     static final int REJECT_BAD_MAGIC = 1;
     static final int REJECT_VERSION = 2;
@@ -119,10 +127,25 @@ final class RdmaProtocol {
         return handshake(receiveBufferSize, receiveBufferCount, 0);
     }
 
-    /** A handshake offering the paths of {@code flags} ({@link #FLAG_WRITE_RING}). */
+    /** A handshake offering the paths of {@code flags} ({@link #FLAG_WRITE_RING}; not {@link #FLAG_POOLED_CREDITS}). */
     static byte[] handshake(int receiveBufferSize, int receiveBufferCount, int flags) {
+        if ((flags & FLAG_POOLED_CREDITS) != 0) {
+            throw new IllegalArgumentException("pooled credits need their extension: handshake(size, count, flags, "
+                    + "initial, limit)");
+        }
         return ByteBuffer.allocate(HANDSHAKE_LENGTH).putInt(MAGIC).putShort((short) VERSION).putShort((short) flags)
                 .putInt(receiveBufferSize).putInt(receiveBufferCount).array();
+    }
+
+    /**
+     * A handshake offering pooled credits ({@link #FLAG_POOLED_CREDITS} added to {@code flags}): a v1 peer reads
+     * {@code receiveBufferCount}, a pooled one {@code initialCredits} and {@code creditLimit}.
+     */
+    static byte[] handshake(int receiveBufferSize, int receiveBufferCount, int flags, int initialCredits,
+            int creditLimit) {
+        return ByteBuffer.allocate(POOLED_HANDSHAKE_LENGTH).putInt(MAGIC).putShort((short) VERSION)
+                .putShort((short) (flags | FLAG_POOLED_CREDITS)).putInt(receiveBufferSize).putInt(receiveBufferCount)
+                .putInt(initialCredits).putInt(creditLimit).array();
     }
 
     /** A peer's handshake: what it can receive. */
@@ -132,12 +155,38 @@ final class RdmaProtocol {
         final int receiveBufferCount;
         /** The capability bits the peer set, all of them (a side uses only those it knows). */
         final int flags;
+        /** With {@link #FLAG_POOLED_CREDITS}: the extension's initial credits and credit limit (checked). */
+        private final int initialCredits;
+        private final int creditLimit;
 
-        private Handshake(int version, int flags, int receiveBufferSize, int receiveBufferCount) {
+        private Handshake(int version, int flags, int receiveBufferSize, int receiveBufferCount, int initialCredits,
+                int creditLimit) {
             this.version = version;
             this.flags = flags;
             this.receiveBufferSize = receiveBufferSize;
             this.receiveBufferCount = receiveBufferCount;
+            this.initialCredits = initialCredits;
+            this.creditLimit = creditLimit;
+        }
+
+        /** Whether the peer offers pooled credits (its extension was checked by {@link #parse}). */
+        boolean offersPooledCredits() {
+            return (flags & FLAG_POOLED_CREDITS) != 0;
+        }
+
+        /** Whether pooled credits are used: this side offers them ({@code offered}) and the peer too. */
+        boolean pooledCredits(boolean offered) {
+            return offered && offersPooledCredits();
+        }
+
+        /** The credits the peer starts this side with: the extension's, or v1's receive count. */
+        int initialCredits(boolean pooled) {
+            return pooled ? initialCredits : receiveBufferCount;
+        }
+
+        /** The most credits the peer may grant this side: the extension's limit, or v1's receive count. */
+        int creditLimit(boolean pooled) {
+            return pooled ? creditLimit : receiveBufferCount;
         }
 
         /** Whether the peer can receive by a WRITE ring. */
@@ -174,7 +223,26 @@ final class RdmaProtocol {
                         "invalid receive parameters: " + Integer.toUnsignedString(count) + " buffers of "
                         + Integer.toUnsignedString(size) + " bytes");
             }
-            return new Handshake(version, flags, size, count);
+            int initial = 0;
+            int limit = 0;
+            if ((flags & FLAG_POOLED_CREDITS) != 0) {
+                // a known bit: its extension is checked whether or not this side offers pooled credits
+                if (length < POOLED_HANDSHAKE_LENGTH) {
+                    throw new RdmaProtocolException(REJECT_INVALID, "the pooled-credits flag is set but the handshake "
+                            + "has " + length + " bytes, not the " + POOLED_HANDSHAKE_LENGTH
+                            + " with initial credits and credit limit");
+                }
+                initial = b.getInt();
+                limit = b.getInt();
+                if (initial < CreditWindow.FLOOR || limit < initial || limit > MAX_CREDITS_PER_HEADER) {
+                    // compared as signed: a value of 2^31 or more is negative, below the floor or the initial
+                    throw new RdmaProtocolException(REJECT_INVALID, "invalid pooled credits: initial "
+                            + Integer.toUnsignedString(initial) + ", limit " + Integer.toUnsignedString(limit)
+                            + " (need " + CreditWindow.FLOOR + " <= initial <= limit <= " + MAX_CREDITS_PER_HEADER
+                            + ')');
+                }
+            }
+            return new Handshake(version, flags, size, count, initial, limit);
         }
     }
 

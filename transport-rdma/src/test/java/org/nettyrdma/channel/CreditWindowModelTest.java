@@ -41,7 +41,12 @@ import static org.junit.jupiter.api.Assertions.fail;
  *   one or more messages, each followed by the question;</li>
  *   <li>a side that has received the peer's FIN sends no CREDIT (the peer sends nothing more).</li>
  * </ul>
- * Not modelled: the send queue's room (its depth, count + 4, exceeds any window here), close() (shutdownOutput
+ * Pooled credits (docs/srq-design.md, section 2) add one action: <b>retarget</b>, the window's target set to any value
+ * from {@value CreditWindow#FLOOR} to its limit ({@link CreditWindow#setTarget}), followed by rule 2's question; owed
+ * credits beyond the target are forgiven. The check then also asserts that no grant takes the peer beyond the target
+ * (what the pool reserved for the connection).
+ *
+ * <p>Not modelled: the send queue's room (its depth, count + 4, exceeds any window here), close() (shutdownOutput
  * covers its FIN), protocol v2's ring (its PADs would be one more action: docs/srq-design.md).
  *
  * <p>States are keyed by everything that decides what can happen next: each window's credits, owed credits and the
@@ -71,30 +76,65 @@ class CreditWindowModelTest {
         check(true);
     }
 
+    /**
+     * Pooled credits (docs/srq-design.md, section 2): a side may change its target at any moment to any value from
+     * {@value CreditWindow#FLOOR} to its limit (a superset of the pool's doubling and halving), a bounded number of
+     * times (what is left is part of the state, so the graph stays finite), owed credits beyond the target being
+     * forgiven. The windows, as {initial, limit, target changes} for client and server: both pooled (starting at the
+     * floor, growing and shrinking again); a pooled side that answered a v1 peer with its limit and shrinks to the
+     * floor, against that v1 peer; a pooled side against a v1 peer of the smallest window. Writes and reads only.
+     */
+    @Test
+    void pooledWindowsWithForgivenessNeitherDeadlockNorPingPongWithoutFin() {
+        check(false, new int[][] {{4, 5, 2, 4, 5, 2}, {6, 6, 1, 6, 6, 0}, {4, 6, 2, 4, 4, 0}});
+    }
+
+    /** As above, with FINs (the two cases with a v1 peer: the first costs a minute of CPU with FINs). */
+    @Test
+    void pooledWindowsWithForgivenessNeitherDeadlockNorPingPongWithFin() {
+        check(true, new int[][] {{6, 6, 1, 6, 6, 0}, {4, 6, 2, 4, 4, 0}});
+    }
+
     private static void check(boolean fins) {
-        long states = 0;
-        long start = System.nanoTime();
-        long cpuStart = ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+        List<int[]> windows = new ArrayList<>(); // {client's initial, limit, changes, server's initial, ...}: v1
         for (int client = 4; client <= 6; client++) {
             for (int server = 4; server <= 6; server++) {
-                Checker c = new Checker(client, server, fins, true);
-                String problem = c.run();
-                if (problem != null) {
-                    fail(problem);
-                }
-                assertTrue(c.completed > 0, "no run ended with everything sent: the model is broken");
-                states += c.visited;
+                windows.add(new int[] {client, client, 0, server, server, 0});
             }
         }
-        System.out.println("CreditWindowModelTest: " + states + " states explored " + (fins ? "with" : "without")
-                + " FIN in " + (System.nanoTime() - start) / 1_000_000 + " ms ("
+        check(fins, windows.toArray(new int[0][]));
+    }
+
+    private static void check(boolean fins, int[][] windows) {
+        long states = 0;
+        long forgave = 0;
+        long start = System.nanoTime();
+        long cpuStart = ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+        boolean pooled = false;
+        for (int[] w : windows) {
+            pooled |= w[2] + w[5] > 0;
+            Checker c = new Checker(w[0], w[1], w[2], w[3], w[4], w[5], fins, true);
+            String problem = c.run();
+            if (problem != null) {
+                fail(problem);
+            }
+            assertTrue(c.completed > 0, "no run ended with everything sent: the model is broken");
+            states += c.visited;
+            forgave += c.forgivingStates;
+            if (w[2] + w[5] > 0) {
+                assertTrue(c.forgivingStates > 0, "no state forgave a credit: the model does not exercise forgiveness");
+            }
+        }
+        System.out.println("CreditWindowModelTest: " + states + " states explored " + (pooled ? "(pooled, "
+                + forgave + " having forgiven credits) " : "") + (fins ? "with" : "without") + " FIN in "
+                + (System.nanoTime() - start) / 1_000_000 + " ms ("
                 + (ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime() - cpuStart) / 1_000_000 + " ms CPU)");
     }
 
     /** The checker itself: a reader that never sends a CREDIT message leaves its writer stuck, and it says so. */
     @Test
     void theCheckerFindsADeadlockWhenNoCreditsAreReturned() {
-        Checker c = new Checker(4, 4, false, false);
+        Checker c = new Checker(4, 4, 0, 4, 4, 0, false, false);
         String problem = c.run();
         assertNotNull(problem, "withholding every CREDIT message must strand a writer");
         assertTrue(problem.startsWith("deadlock"), problem);
@@ -103,6 +143,8 @@ class CreditWindowModelTest {
     /** One side of the connection: its window and what its application and connection are doing. */
     private static final class Side {
         CreditWindow w;
+        /** Target changes left. */
+        int retargets;
         int toWrite;
         /** Written (flushed) messages waiting for credits. */
         int queued;
@@ -117,6 +159,7 @@ class CreditWindowModelTest {
         Side copy() {
             Side s = new Side();
             s.w = new CreditWindow(w);
+            s.retargets = retargets;
             s.toWrite = toWrite;
             s.queued = queued;
             s.pending = pending;
@@ -133,6 +176,8 @@ class CreditWindowModelTest {
             k = k << 3 | bits(w.owedData(), 3);
             k = k << 3 | bits(w.owedControl(), 3);
             k = k << 3 | bits(w.peerOutstanding(), 3);
+            k = k << 3 | bits(w.target(), 3);
+            k = k << 2 | bits(retargets, 2);
             k = k << 3 | bits(toWrite, 3);
             k = k << 3 | bits(queued, 3);
             k = k << 3 | bits(pending, 3);
@@ -149,7 +194,7 @@ class CreditWindowModelTest {
 
         @Override
         public String toString() {
-            return "{send " + w.sendCredits() + ", owed data " + w.owedData() + ", owed control " + w.owedControl()
+            return "{send " + w.sendCredits() + ", target " + w.target() + ", owed data " + w.owedData() + ", owed control " + w.owedControl()
                     + ", peer outstanding " + w.peerOutstanding() + ", to write " + toWrite + ", waiting " + queued
                     + ", unread " + pending + (open ? "" : ", not open") + (finPending ? ", FIN waiting" : "")
                     + (finSent ? ", FIN sent" : "") + (finReceived ? ", FIN received" : "") + '}';
@@ -199,7 +244,7 @@ class CreditWindowModelTest {
         }
 
         long key1() {
-            return side[0].key() << 27 | side[1].key();
+            return side[0].key() << 31 | side[1].key();
         }
 
         long key2() {
@@ -222,20 +267,40 @@ class CreditWindowModelTest {
     }
 
     private static final class Checker {
+        private final int clientInitial;
         private final int clientWindow;
+        private final int serverInitial;
         private final int serverWindow;
+        private final int clientRetargets;
+        private final int serverRetargets;
         private final boolean fins;
         private final boolean returnCredits;
         private StateSet seen;
         private String violation;
         long visited;
         long completed;
+        /** Visited states in which a side has forgiven credits. */
+        long forgivingStates;
 
-        Checker(int clientWindow, int serverWindow, boolean fins, boolean returnCredits) {
+        /**
+         * @param clientInitial the credits the client starts the server with; {@code clientWindow} its limit
+         * @param clientRetargets the target changes the client may make; {@code serverRetargets} the server's
+         */
+        Checker(int clientInitial, int clientWindow, int clientRetargets, int serverInitial, int serverWindow,
+                int serverRetargets, boolean fins, boolean returnCredits) {
+            this.clientInitial = clientInitial;
             this.clientWindow = clientWindow;
-            this.fins = fins;
+            this.serverInitial = serverInitial;
             this.serverWindow = serverWindow;
+            this.clientRetargets = clientRetargets;
+            this.serverRetargets = serverRetargets;
+            this.fins = fins;
             this.returnCredits = returnCredits;
+        }
+
+        private String windows() {
+            return "client's window " + clientInitial + "/" + clientWindow + ", server's " + serverInitial + "/"
+                    + serverWindow + " (initial/limit)";
         }
 
         /**
@@ -254,8 +319,8 @@ class CreditWindowModelTest {
             completed = 0;
             State init = new State();
             init.log = trace ? new StringBuilder() : null;
-            init.side[0] = newSide(clientWindow, serverWindow);
-            init.side[1] = newSide(serverWindow, clientWindow);
+            init.side[0] = newSide(clientInitial, clientWindow, serverInitial, serverWindow, clientRetargets);
+            init.side[1] = newSide(serverInitial, serverWindow, clientInitial, clientWindow, serverRetargets);
             init.side[0].open = true;
             if (init.log != null) {
                 init.log.append("client greets");
@@ -281,21 +346,22 @@ class CreditWindowModelTest {
                 State s = next.remove(next.size() - 1);
                 int mark = seen.get(s.key1(), s.key2());
                 if (mark == StateSet.ON_PATH) {
-                    return "endless exchange of CREDIT messages, clients window " + clientWindow + ", server's "
-                            + serverWindow + ":\n" + trace(path, s);
+                    return "endless exchange of CREDIT messages, " + windows() + ":\n" + trace(path, s);
                 }
                 if (mark == StateSet.DONE) {
                     continue;
                 }
                 visited++;
+                if (s.side[0].w.forgiven() + s.side[1].w.forgiven() > 0) {
+                    forgivingStates++;
+                }
                 List<State> succ = successors(s);
                 if (violation != null) {
                     return violation + "\n" + trace(path, s);
                 }
                 if (succ.isEmpty()) {
                     if (s.side[0].wantsToSend() || s.side[1].wantsToSend()) {
-                        return "deadlock, client's window " + clientWindow + ", server's " + serverWindow + ":\n"
-                                + trace(path, s);
+                        return "deadlock, " + windows() + ":\n" + trace(path, s);
                     }
                     completed++;
                 }
@@ -314,10 +380,11 @@ class CreditWindowModelTest {
             return b.append("  ").append(last.log).append("\n      -> ").append(last).toString();
         }
 
-        private static Side newSide(int own, int peer) {
+        private static Side newSide(int ownInitial, int ownLimit, int peerInitial, int peerLimit, int retargets) {
             Side s = new Side();
-            s.w = new CreditWindow(own);
-            assertNull(s.w.peerReady(peer));
+            s.w = new CreditWindow(ownInitial, ownLimit);
+            assertNull(s.w.peerReady(peerInitial, peerLimit));
+            s.retargets = retargets;
             s.toWrite = MESSAGES;
             return s;
         }
@@ -356,6 +423,21 @@ class CreditWindowModelTest {
                         flush(n, i);
                     }
                     sendFin(n, i);
+                    out.add(n);
+                }
+                for (int t = CreditWindow.FLOOR; me.retargets > 0 && t <= me.w.limit(); t++) {
+                    if (t == me.w.target()) {
+                        continue;
+                    }
+                    // the pool lends this side more receives (growth) or takes them back (shrink); the connection then
+                    // asks rule 2's question, as after any change of what it owes
+                    State n = s.copy();
+                    n.side[i].retargets--;
+                    n.side[i].w.setTarget(t);
+                    if (n.log != null) {
+                        n.log.append(SIDE[i]).append("'s target becomes ").append(t);
+                    }
+                    maybeReturnCredits(n, i);
                     out.add(n);
                 }
                 if (i == 1 && !me.open) {
@@ -488,6 +570,10 @@ class CreditWindowModelTest {
                 violation = SIDE[i] + " sent a " + TYPE[type] + " without a credit";
             }
             int credits = me.w.takeOwed();
+            if (credits > 0 && me.w.peerOutstanding() > me.w.target() && violation == null) {
+                violation = SIDE[i] + " granted its peer " + me.w.peerOutstanding() + " receives, beyond its target: "
+                        + me.w;
+            }
             me.w.spend();
             n.push(i, type, credits);
             if (n.log != null) {

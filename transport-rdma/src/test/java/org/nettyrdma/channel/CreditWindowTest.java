@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The credit rules of docs/protocol.md, one at a time. */
@@ -29,27 +30,32 @@ class CreditWindowTest {
 
     @Test
     void aHeaderCarriesEverythingOwedUpToItsLimit() {
-        CreditWindow w = new CreditWindow(16);
+        int many = RdmaProtocol.MAX_CREDITS_PER_HEADER + 5;
+        CreditWindow w = new CreditWindow(many);
+        receive(w, 4);
         w.oweData(3);
         w.oweControl();
         assertEquals(4, w.takeOwed());
         assertEquals(0, w.takeOwed());
-        w.oweData(RdmaProtocol.MAX_CREDITS_PER_HEADER + 5);
+        receive(w, many);
+        w.oweData(many);
         assertEquals(RdmaProtocol.MAX_CREDITS_PER_HEADER, w.takeOwed());
         assertEquals(5, w.takeOwed());
+        assertEquals(0, w.forgiven());
     }
 
     @Test
     void creditMessagesGoOutForAQuarterOfTheReceivesNeverForControlCreditsAlone() {
-        CreditWindow w = new CreditWindow(16);
+        CreditWindow w = new CreditWindow(32);
         assertNull(w.peerReady(16));
-        // the peer has all 16 of our receives as credits: it is not starving
-        for (int i = 0; i < 10; i++) {
+        receive(w, 16);
+        // the peer still has 16 of our 32 receives as credits: it is not starving
+        for (int i = 0; i < 12; i++) {
             w.oweControl();
         }
         assertFalse(w.shouldReturnCredits(), "control credits alone would ping-pong between idle peers");
-        w.oweData(3);
-        assertFalse(w.shouldReturnCredits(), "3 data credits of 16 receives: below a quarter");
+        w.oweData(7);
+        assertFalse(w.shouldReturnCredits(), "7 data credits of 32 receives: below a quarter");
         w.oweData(1);
         assertTrue(w.shouldReturnCredits());
         w.takeOwed();
@@ -96,6 +102,7 @@ class CreditWindowTest {
         assertNull(w.peerReady(2));
         w.spend();
         w.spend();
+        receive(w, 4);
         w.oweData(4);
         assertFalse(w.shouldReturnCredits());
     }
@@ -109,7 +116,7 @@ class CreditWindowTest {
         assertNull(w.onReceived(2), "back to 8 of 8");
         String violation = w.onReceived(1);
         assertNotNull(violation);
-        assertTrue(violation.contains("9 credits, more than its 8 receive buffers"), violation);
+        assertTrue(violation.contains("9 credits, more than its limit of 8 receives"), violation);
         assertNotNull(w.onReceived(0xffff), "a header's largest grant");
     }
 
@@ -121,6 +128,98 @@ class CreditWindowTest {
         CreditWindow honest = new CreditWindow(16);
         assertNull(honest.peerReady(16));
         assertEquals(16, countDataSends(honest) + 1, "all but the reserved credit can carry data");
+    }
+
+    /** The peer's handshake grants fewer credits than its limit; it may grant up to the limit, not beyond. */
+    @Test
+    void aPooledPeerMayGrantUpToItsLimitNotBeyond() {
+        CreditWindow w = new CreditWindow(16);
+        assertNull(w.peerReady(4, 8));
+        assertEquals(4, w.sendCredits());
+        assertNull(w.onReceived(4), "8 of a limit of 8");
+        String violation = w.onReceived(1);
+        assertNotNull(violation);
+        assertTrue(violation.contains("9 credits, more than its limit of 8 receives"), violation);
+        CreditWindow early = new CreditWindow(16);
+        assertNull(early.onReceived(4), "credits with data before the handshake");
+        assertNull(early.peerReady(4, 8), "4 early and 4 initial: within the limit of 8");
+        CreditWindow tooEarly = new CreditWindow(16);
+        assertNull(tooEarly.onReceived(5));
+        assertNotNull(tooEarly.peerReady(4, 8), "5 early and 4 initial: beyond the limit of 8");
+    }
+
+    /** Shrinking the target: owed credits beyond it are forgiven, then what the peer still holds beyond it. */
+    @Test
+    void owedCreditsBeyondTheTargetAreForgivenControlFirst() {
+        CreditWindow w = new CreditWindow(16, 16);
+        assertNull(w.peerReady(16));
+        receive(w, 10); // the peer holds 6 of our receives; 10 messages arrived
+        w.oweControl();
+        w.oweControl();
+        w.oweData(5); // 3 DATA still unread
+        assertEquals(16, w.reservation());
+        w.setTarget(8);
+        assertEquals(8, w.peerOutstanding() + w.owedData() + w.owedControl(), "6 held, 2 owed: the target");
+        assertEquals(0, w.owedControl(), "control credits go first");
+        assertEquals(2, w.owedData());
+        assertEquals(5, w.forgiven());
+        assertEquals(8, w.reservation());
+        w.oweData(3); // the last 3 read: all beyond the target
+        assertEquals(2, w.owedData());
+        assertEquals(8, w.forgiven());
+        assertEquals(2, w.takeOwed());
+        assertEquals(8, w.peerOutstanding());
+        // shrinking below what the peer holds: its credits stay valid, the reservation follows them down
+        w.setTarget(4);
+        assertEquals(8, w.reservation(), "the peer holds 8: the receives must stay posted");
+        receive(w, 3);
+        assertEquals(5, w.reservation());
+        w.oweData(3);
+        assertEquals(0, w.takeOwed(), "5 held of a target of 4: nothing more to grant");
+        receive(w, 2);
+        w.oweData(2);
+        assertEquals(4, w.reservation());
+        assertEquals(1, w.takeOwed(), "3 held: one back to the target");
+        assertEquals(4, w.peerOutstanding());
+    }
+
+    /** Growing the target owes the new receives, as data credits, so that they reach the peer soon. */
+    @Test
+    void growingTheTargetOwesTheNewReceives() {
+        CreditWindow w = new CreditWindow(4, 16);
+        assertNull(w.peerReady(4));
+        receive(w, 3); // the peer is down to 1 credit
+        w.oweData(1);
+        w.setTarget(8);
+        assertEquals(5, w.owedData(), "1 read and 4 new receives");
+        assertTrue(w.shouldReturnCredits(), "a quarter of the new target of 8");
+        assertEquals(5, w.takeOwed());
+        assertEquals(6, w.peerOutstanding());
+        assertEquals(8, w.reservation());
+        assertEquals(0, w.forgiven());
+        assertThrows(IllegalArgumentException.class, () -> w.setTarget(17), "beyond the announced limit");
+        assertThrows(IllegalArgumentException.class, () -> w.setTarget(CreditWindow.FLOOR - 1), "below the floor");
+    }
+
+    /** With the target at the receive count (no pool), nothing an honest peer does makes a credit forgiven. */
+    @Test
+    void aFixedWindowForgivesNothing() {
+        CreditWindow w = new CreditWindow(4);
+        assertNull(w.peerReady(4));
+        for (int round = 0; round < 10; round++) {
+            receive(w, 4);
+            w.oweControl();
+            w.oweData(3);
+            assertEquals(4, w.takeOwed());
+        }
+        assertEquals(0, w.forgiven());
+        assertEquals(4, w.peerOutstanding());
+    }
+
+    private static void receive(CreditWindow w, int messages) {
+        for (int i = 0; i < messages; i++) {
+            assertNull(w.onReceived(0));
+        }
     }
 
     private static int countDataSends(CreditWindow w) {

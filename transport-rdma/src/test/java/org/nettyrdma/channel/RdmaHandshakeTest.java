@@ -36,7 +36,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -46,6 +48,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 @Timeout(30)
 class RdmaHandshakeTest {
     private static final String HELLO = "hello from the accepted side";
+    /** The accepting side's handshake, as the last {@link #connectRaw} that was established received it. */
+    private static byte[] lastAcceptData;
     private static EventLoopGroup group;
     private static Channel server;
 
@@ -100,13 +104,88 @@ class RdmaHandshakeTest {
 
     /**
      * How a later side negotiates (docs/protocol.md, "Handshake"): flag bits this side does not know and bytes after
-     * the 16 it reads are ignored, so a peer that offers more (protocol v2's paths) still connects, speaking v1.
+     * the 16 it reads are ignored, so a peer that offers more (protocol v2's paths) still connects, speaking v1. (Bit
+     * 2, pooled credits, is known: its extension is checked, below.)
      */
     @Test
     void unknownFlagsAndLongerHandshakesAreAccepted() throws Exception {
         byte[] longer = java.util.Arrays.copyOf(RdmaProtocol.handshake(16384, 16), 40);
-        ByteBuffer.wrap(longer).putShort(6, (short) 0xffff).putLong(16, -1L).putLong(24, 0x1234_5678_9abc_def0L);
+        ByteBuffer.wrap(longer).putShort(6, (short) (0xffff & ~RdmaProtocol.FLAG_POOLED_CREDITS)).putLong(16, -1L)
+                .putLong(24, 0x1234_5678_9abc_def0L);
         assertEquals("ESTABLISHED", connectRaw(longer, null));
+    }
+
+    /** Pooled credits' extension (flag bit 2): initial credits and limit, used only when both sides offer it. */
+    @Test
+    void pooledCreditsExtensionIsParsed() throws Exception {
+        byte[] pooled = RdmaProtocol.handshake(16384, 16, RdmaProtocol.FLAG_WRITE_RING, 4, 64);
+        assertEquals(RdmaProtocol.POOLED_HANDSHAKE_LENGTH, pooled.length);
+        RdmaProtocol.Handshake p = RdmaProtocol.Handshake.parse(pooled, pooled.length);
+        assertTrue(p.offersPooledCredits());
+        assertTrue(p.offersWriteRing());
+        assertTrue(p.pooledCredits(true));
+        assertEquals(4, p.initialCredits(true));
+        assertEquals(64, p.creditLimit(true));
+        assertFalse(p.pooledCredits(false), "this side does not offer them: v1");
+        assertEquals(16, p.initialCredits(false), "v1: the receive count");
+        assertEquals(16, p.creditLimit(false));
+        byte[] v1 = RdmaProtocol.handshake(16384, 16);
+        RdmaProtocol.Handshake old = RdmaProtocol.Handshake.parse(v1, v1.length);
+        assertFalse(old.offersPooledCredits());
+        assertFalse(old.pooledCredits(true), "a v1 peer: v1, whatever this side offers");
+        byte[] padded = java.util.Arrays.copyOf(v1, 56); // IB's zero padding where the extension would be
+        assertFalse(RdmaProtocol.Handshake.parse(padded, padded.length).pooledCredits(true));
+        assertThrows(IllegalArgumentException.class,
+                () -> RdmaProtocol.handshake(16384, 16, RdmaProtocol.FLAG_POOLED_CREDITS));
+    }
+
+    /**
+     * A peer that offers pooled credits connects to a side that does not (every side until the shared receive pool
+     * exists): it gets v1's answer, no bit 2, and the connection carries data on v1's credits.
+     */
+    @Test
+    void aPooledPeerGetsV1FromASideWithoutAPool() throws Exception {
+        String got = connectRaw(RdmaProtocol.handshake(16384, 16, 0, 4, 64), new RawPeer() {
+            @Override
+            public String established(CompletionQueue cq, ByteBuffer recv) throws Exception {
+                return receiveData(cq, recv);
+            }
+        });
+        assertEquals(HELLO, got);
+        RdmaProtocol.Handshake answer = RdmaProtocol.Handshake.parse(lastAcceptData, lastAcceptData.length);
+        assertFalse(answer.offersPooledCredits(), "the server has no pool: it must not offer pooled credits");
+        assertEquals(16, answer.initialCredits(false));
+    }
+
+    /** A pooled-credits extension that is missing or out of range is refused with reason 5 and what was wrong. */
+    @Test
+    void invalidPooledCreditsAreRejectedWithTheirReason() throws Exception {
+        byte[] shortOne = java.util.Arrays.copyOf(RdmaProtocol.handshake(16384, 16), 16);
+        ByteBuffer.wrap(shortOne).putShort(6, (short) RdmaProtocol.FLAG_POOLED_CREDITS);
+        // RDMA CM pads private data with zeros (the emulated CM as IB does): the server reads an extension of zeros
+        String reason = connectRaw(shortOne);
+        assertTrue(reason.contains("invalid pooled credits: initial 0, limit 0"), reason);
+        assertRejected(shortOne, "pooled-credits flag is set but the handshake has 16 bytes, not the 24");
+        assertRejected(RdmaProtocol.handshake(16384, 16, 0, 3, 16), "initial 3, limit 16");
+        assertRejected(RdmaProtocol.handshake(16384, 16, 0, 0, 0), "initial 0, limit 0");
+        assertRejected(RdmaProtocol.handshake(16384, 16, 0, 17, 16), "initial 17, limit 16");
+        assertRejected(RdmaProtocol.handshake(16384, 16, 0, 4, 65536), "initial 4, limit 65536");
+        // hostile: values of 2^31 and more, which a signed comparison alone would let through one way or the other
+        assertRejected(RdmaProtocol.handshake(16384, 16, 0, -1, -1), "initial 4294967295, limit 4294967295");
+        assertRejected(RdmaProtocol.handshake(16384, 16, 0, 4, Integer.MIN_VALUE), "initial 4, limit 2147483648");
+        assertRejected(RdmaProtocol.handshake(16384, 16, 0, Integer.MIN_VALUE, 16), "initial 2147483648, limit 16");
+        reason = connectRaw(RdmaProtocol.handshake(16384, 16, 0, 4, -1));
+        assertTrue(reason.contains("invalid pooled credits: initial 4, limit 4294967295 (need 4 <= initial <= limit "
+                + "<= 65535)"), reason);
+        assertEquals("ESTABLISHED", connectRaw(RdmaProtocol.handshake(16384, 16, 0, 4, 65535), null),
+                "the largest limit is valid");
+    }
+
+    private static void assertRejected(byte[] handshake, String what) {
+        RdmaProtocol.RdmaProtocolException e = assertThrows(RdmaProtocol.RdmaProtocolException.class,
+                () -> RdmaProtocol.Handshake.parse(handshake, handshake.length));
+        assertEquals(RdmaProtocol.REJECT_INVALID, e.reason, e.getMessage());
+        assertTrue(e.getMessage().contains(what), e.getMessage());
     }
 
     /** Protocol v2's flag bits are read from the handshake; a v1 handshake (flags 0) offers no ring. */
@@ -116,7 +195,8 @@ class RdmaHandshakeTest {
         assertTrue(RdmaProtocol.Handshake.parse(v2, v2.length).offersWriteRing());
         byte[] v1 = RdmaProtocol.handshake(16384, 16);
         assertEquals(false, RdmaProtocol.Handshake.parse(v1, v1.length).offersWriteRing());
-        byte[] other = RdmaProtocol.handshake(16384, 16, 0xfffe); // every bit but the ring's
+        // every bit but the ring's (and pooled credits', which come with an extension)
+        byte[] other = RdmaProtocol.handshake(16384, 16, 0xfffe & ~RdmaProtocol.FLAG_POOLED_CREDITS);
         assertEquals(false, RdmaProtocol.Handshake.parse(other, other.length).offersWriteRing());
         assertEquals("ESTABLISHED", connectRaw(v2, null));
     }
@@ -141,23 +221,28 @@ class RdmaHandshakeTest {
 
             @Override
             public String established(CompletionQueue cq, ByteBuffer recv) throws Exception {
-                long start = System.nanoTime();
-                CompletionArray wc = new CompletionArray(4);
-                int n;
-                while ((n = cq.poll(wc, 4)) == 0) {
-                    assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(10), "nothing received within "
-                            + "10 s of ESTABLISHED");
-                    Thread.sleep(1);
-                }
-                assertEquals(1, n);
-                assertEquals(WcStatus.SUCCESS, wc.status(0), () -> WcStatus.name(wc.status(0)));
-                assertEquals(RdmaProtocol.TYPE_DATA, recv.get(0));
-                byte[] payload = new byte[wc.byteLen(0) - RdmaProtocol.HEADER_LENGTH];
-                recv.get(RdmaProtocol.HEADER_LENGTH, payload);
-                return new String(payload, StandardCharsets.US_ASCII);
+                return receiveData(cq, recv);
             }
         });
         assertEquals(HELLO, got);
+    }
+
+    /** The first message the raw peer receives, a DATA message: its payload. */
+    private static String receiveData(CompletionQueue cq, ByteBuffer recv) throws Exception {
+        long start = System.nanoTime();
+        CompletionArray wc = new CompletionArray(4);
+        int n;
+        while ((n = cq.poll(wc, 4)) == 0) {
+            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(10), "nothing received within "
+                    + "10 s of ESTABLISHED");
+            Thread.sleep(1);
+        }
+        assertEquals(1, n);
+        assertEquals(WcStatus.SUCCESS, wc.status(0), () -> WcStatus.name(wc.status(0)));
+        assertEquals(RdmaProtocol.TYPE_DATA, recv.get(0));
+        byte[] payload = new byte[wc.byteLen(0) - RdmaProtocol.HEADER_LENGTH];
+        recv.get(RdmaProtocol.HEADER_LENGTH, payload);
+        return new String(payload, StandardCharsets.US_ASCII);
     }
 
     /** After ESTABLISHED: reads from the client's CQ, with one receive of 16 KiB posted into {@code recv}. */
@@ -205,6 +290,7 @@ class RdmaHandshakeTest {
                 }
                 next(channel, waiter, event);
                 if (event.type() == CmEventType.ESTABLISHED) {
+                    lastAcceptData = java.util.Arrays.copyOf(event.privateData(), event.privateDataLength());
                     return peer == null ? "ESTABLISHED" : peer.established(cq, recv);
                 }
                 assertEquals(CmEventType.REJECTED, event.type());

@@ -1,0 +1,243 @@
+package org.nettyrdma.channel;
+
+import org.nettyrdma.verbs.MemoryRegion;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.SharedReceiveQueue;
+import org.nettyrdma.verbs.VerbsException;
+import org.nettyrdma.verbs.WorkRequestList;
+
+/**
+ * A loop's shared receive queue and its buffers (docs/srq-design.md, sections 1 and 2): receives of one buffer size,
+ * posted for the connections that reserved them. Event loop only. Not used by the transport yet (step 7 of the
+ * design: a connection's receives still come from its own {@link ReceiveQueue}).
+ *
+ * <p>Accounting: connections reserve receives ({@link #tryReserve}, at least {@link CreditWindow#FLOOR} each, their
+ * {@link CreditWindow#reservation()} as it moves) and the pool keeps {@link #target()} = reserved + margin posted
+ * ({@link #refill()}). A receive a message consumed completes on the loop's completion queue; {@link #take} hands its
+ * buffer over and counts it out of {@link #posted()}. Every honest message consumes a receive its sender had a credit
+ * for, and a connection's credits never exceed its reservation, so with refill caught up the queue is never empty
+ * (invariant I2).
+ *
+ * <p>A receive's wr_id: upper 32 bits 0 (the loop's pools, not a registration), bit 31 as every receive, the pool's
+ * index in bits 24..30, the slot in bits 0..23.
+ */
+final class ReceivePool implements AutoCloseable {
+    /** Pools a loop may have: the index has 7 bits. */
+    static final int MAX_POOLS = 128;
+    /** Slots a pool may have: the slot has 24 bits. */
+    static final int MAX_SLOTS = 1 << 24;
+    /** Receives posted by one {@code ibv_post_srq_recv}. */
+    static final int POST_BATCH = 32;
+    /** Taken buffers kept for the next refill instead of going back to the allocator. */
+    static final int MAX_SPARES = 64;
+
+    private final SharedReceiveQueue srq;
+    private final ProtectionDomain pd;
+    private final RdmaByteBufAllocator alloc;
+    private final int bufferSize;
+    private final long wrIdBase;
+    private final WorkRequestList wrs = new WorkRequestList(POST_BATCH, 1);
+    /** The buffer of each slot while it is posted, else null. */
+    private final RdmaByteBuf[] bufs;
+    /** Free slots, a stack. */
+    private final int[] free;
+    private int freeCount;
+    /** Buffers taken back ({@link #recycle}), posted again before new ones are allocated. */
+    private final RdmaByteBuf[] spares;
+    private int spareCount;
+    private int reserved;
+    private int posted;
+    private boolean closed;
+
+    /**
+     * @param srq the queue, owned by the pool from now on
+     * @param slots the most receives the pool posts: at most the queue's capacity and {@link #MAX_SLOTS}
+     * @param index this pool's index among its loop's ({@code 0 .. MAX_POOLS - 1})
+     */
+    ReceivePool(SharedReceiveQueue srq, int slots, RdmaByteBufAllocator alloc, int bufferSize, int index) {
+        if (index < 0 || index >= MAX_POOLS) {
+            throw new IllegalArgumentException("pool index " + index + " outside 0.." + (MAX_POOLS - 1));
+        }
+        if (slots < 1 || slots > Math.min(srq.capacity(), MAX_SLOTS)) {
+            throw new IllegalArgumentException(slots + " slots in a shared receive queue of " + srq.capacity());
+        }
+        this.srq = srq;
+        pd = srq.pd();
+        this.alloc = alloc;
+        this.bufferSize = bufferSize;
+        wrIdBase = ConnectionResources.RECV_BIT | (long) index << 24;
+        bufs = new RdmaByteBuf[slots];
+        free = new int[slots];
+        for (int i = 0; i < slots; i++) {
+            free[i] = slots - 1 - i; // slot 0 on top
+        }
+        freeCount = slots;
+        spares = new RdmaByteBuf[Math.min(slots, MAX_SPARES)];
+    }
+
+    /** Whether {@code wrId} is a receive of a loop's pool (not a registration's work request). */
+    static boolean isPoolWrId(long wrId) {
+        return wrId >>> 32 == 0;
+    }
+
+    /** The index of the pool that posted the receive {@code wrId}. */
+    static int poolIndex(long wrId) {
+        return (int) (wrId >>> 24) & (MAX_POOLS - 1);
+    }
+
+    /** Receives a reservation of {@code reserved} keeps posted beyond it: max(16, reserved / 16). */
+    static int margin(int reserved) {
+        return Math.max(16, reserved / 16);
+    }
+
+    /** The receives the pool keeps posted: what is reserved plus the margin. */
+    int target() {
+        return reserved + margin(reserved);
+    }
+
+    int reserved() {
+        return reserved;
+    }
+
+    int posted() {
+        return posted;
+    }
+
+    int capacity() {
+        return bufs.length;
+    }
+
+    /**
+     * Reserves {@code n} receives for a connection if the target stays within the queue's capacity; returns whether it
+     * did. The caller posts them with {@link #refill()}.
+     */
+    boolean tryReserve(int n) {
+        if (n < 0) {
+            throw new IllegalArgumentException("reserve " + n);
+        }
+        long after = (long) reserved + n;
+        if (closed || after + margin((int) Math.min(after, Integer.MAX_VALUE)) > bufs.length) {
+            return false;
+        }
+        reserved = (int) after;
+        return true;
+    }
+
+    /** Gives back {@code n} reserved receives (a connection's reservation went down, or it ended). */
+    void release(int n) {
+        if (n < 0 || n > reserved) {
+            throw new IllegalArgumentException("release " + n + " of " + reserved + " reserved");
+        }
+        reserved -= n;
+    }
+
+    /**
+     * Posts receives until {@link #posted()} reaches {@link #target()} (none beyond it: a target that went down is
+     * reached as messages consume the excess). Returns how many it posted, or {@code -errno} if the queue refused
+     * (what it posted before stays counted).
+     *
+     * @throws VerbsException if a new buffer's region could not be registered with the queue's protection domain
+     */
+    int refill() throws VerbsException {
+        int want = Math.min(target(), bufs.length) - posted;
+        int done = 0;
+        while (want > 0 && !closed) {
+            int n = Math.min(want, POST_BATCH);
+            for (int i = 0; i < n; i++) {
+                int slot = free[--freeCount];
+                RdmaByteBuf buf = spareCount > 0 ? spares[--spareCount] : alloc.untrackedBuffer(bufferSize, bufferSize);
+                MemoryRegion mr;
+                try {
+                    mr = buf.region().memoryRegion(pd);
+                } catch (VerbsException | RuntimeException e) {
+                    buf.release();
+                    free[freeCount++] = slot;
+                    for (int j = 0; j < i; j++) { // prepared, not posted
+                        int s = (int) (wrs.wrId(j) & (MAX_SLOTS - 1));
+                        recycle(bufs[s]);
+                        bufs[s] = null;
+                        free[freeCount++] = s;
+                    }
+                    throw e;
+                }
+                bufs[slot] = buf;
+                wrs.setRecv(i, wrIdBase | slot).addSge(i, mr.address() + buf.regionOffset(), bufferSize, mr.lkey());
+            }
+            int rc = srq.postRecv(wrs, 0, n);
+            int ok = rc == 0 ? n : Math.max(0, wrs.badIndex());
+            for (int i = ok; i < n; i++) { // not posted: back to the free slots and the spares
+                int slot = (int) (wrs.wrId(i) & (MAX_SLOTS - 1));
+                recycle(bufs[slot]);
+                bufs[slot] = null;
+                free[freeCount++] = slot;
+            }
+            posted += ok;
+            done += ok;
+            want -= n;
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        return done;
+    }
+
+    /**
+     * The buffer of the receive {@code wrId} (of this pool) that completed: the caller owns it now (it reads it, lends
+     * it, or {@link #recycle}s it). Its slot is free again.
+     */
+    RdmaByteBuf take(long wrId) {
+        int slot = (int) (wrId & (MAX_SLOTS - 1));
+        RdmaByteBuf buf = slot < bufs.length ? bufs[slot] : null;
+        if (buf == null || poolIndex(wrId) != poolIndex(wrIdBase)) {
+            throw new IllegalStateException("receive 0x" + Long.toHexString(wrId) + " is not posted by this pool");
+        }
+        bufs[slot] = null;
+        free[freeCount++] = slot;
+        posted--;
+        return buf;
+    }
+
+    /** Whether {@code slot} has a receive posted (tests). */
+    boolean isPosted(int slot) {
+        return bufs[slot] != null;
+    }
+
+    /** The wr_id of {@code slot}'s receive. */
+    long wrId(int slot) {
+        return wrIdBase | slot;
+    }
+
+    /** Takes back a buffer of this pool's size that was taken and is done with: it is posted again before new ones. */
+    void recycle(RdmaByteBuf buf) {
+        if (spareCount < spares.length && !closed) {
+            buf.clear();
+            spares[spareCount++] = buf;
+        } else {
+            buf.release();
+        }
+    }
+
+    /**
+     * Destroys the queue (its QPs must be gone: EBUSY otherwise, and the pool stays open) and frees every buffer: the
+     * posted ones, dropped with the queue without completions, and the spares.
+     */
+    @Override
+    public void close() throws VerbsException {
+        if (closed) {
+            return;
+        }
+        srq.close();
+        closed = true;
+        for (int i = 0; i < bufs.length; i++) {
+            if (bufs[i] != null) {
+                bufs[i].release();
+                bufs[i] = null;
+            }
+        }
+        while (spareCount > 0) {
+            spares[--spareCount].release();
+            spares[spareCount] = null;
+        }
+        posted = 0;
+    }
+}
