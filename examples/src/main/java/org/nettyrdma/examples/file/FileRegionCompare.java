@@ -42,12 +42,14 @@ import java.util.concurrent.atomic.AtomicReference;
  *
  * <pre>
  * FileRegionCompare --file F --sha256 HEX --rdma IP=LABEL[,IP=LABEL...] [--tcp-host IP] [--transports LIST]
- *                   [--warmup-mib N] [--digest-mib N] [--timeout S]
+ *                   [--provider P] [--warmup-mib N] [--digest-mib N] [--timeout S]
  * </pre>
- * {@code --transports}: of {@code epoll,rdma,tcp}, in that order (default all three); epoll and plain TCP run once, on
- * {@code --tcp-host} (default the first RDMA address). {@code --warmup-mib}: a file of N MiB (random, hashed here) sent
+ * {@code --transports}: of {@code epoll,rdma,tcp}, run in the order given (default all three); epoll and plain TCP run
+ * once, on {@code --tcp-host} (default the first RDMA address). {@code --provider}: the RDMA provider (default
+ * {@code native}; {@code emulated} on 127.0.0.1 for a test on a machine without RDMA). {@code --warmup-mib}: a file of N MiB (random, hashed here) sent
  * over each transport first, unmeasured (default 16). {@code --digest-mib}: then SHA-256 alone over the file's first N MiB
- * in memory (after a first pass to warm up), what the clients' digest costs of their CPU time (default 32; 0: not). Exit code 0 only if every transfer arrived intact.
+ * in memory (after a first pass to warm up), what the clients' digest costs of their CPU time (default 32; 0: not).
+ * Exit code 0 only if every transfer arrived intact.
  */
 public final class FileRegionCompare {
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
@@ -74,7 +76,13 @@ public final class FileRegionCompare {
     }
 
     public static void main(String[] args) throws Exception {
+        run(args);
+    }
+
+    /** What {@link #main} does; returns the measured transfers, throws if one failed or arrived altered. */
+    static List<Figures> run(String[] args) throws Exception {
         Path file = null;
+        String provider = RdmaIoHandlerConfig.PROVIDER_NATIVE;
         String sha256 = null;
         String tcpHost = null;
         List<String[]> rdma = new ArrayList<>();
@@ -88,6 +96,7 @@ public final class FileRegionCompare {
                 case "--file" -> file = Paths.get(value);
                 case "--sha256" -> sha256 = value;
                 case "--tcp-host" -> tcpHost = value;
+                case "--provider" -> provider = value;
                 case "--transports" -> transports = List.of(value.split(","));
                 case "--warmup-mib" -> warmupMib = Integer.parseInt(value);
                 case "--digest-mib" -> digestMib = Integer.parseInt(value);
@@ -135,10 +144,10 @@ public final class FileRegionCompare {
                     case "rdma" -> {
                         for (String[] target : rdma) {
                             if (warmup != null) {
-                                overNetty(rdmaTransport(), "warm-up", target[0], warmup, warmupSha, timeoutSeconds,
+                                overNetty(Transport.rdma(provider), "warm-up", target[0], warmup, warmupSha, timeoutSeconds,
                                         false);
                             }
-                            results.add(overNetty(rdmaTransport(), "rdma " + target[1], target[0], file, expected,
+                            results.add(overNetty(Transport.rdma(provider), "rdma " + target[1], target[0], file, expected,
                                     timeoutSeconds, true));
                         }
                     }
@@ -170,6 +179,7 @@ public final class FileRegionCompare {
                     }
                 }
             }
+            return results;
         } finally {
             if (warmup != null) {
                 Files.deleteIfExists(warmup);
@@ -211,12 +221,9 @@ public final class FileRegionCompare {
     private static void usage(String problem) {
         System.err.println("FileRegionCompare: " + problem);
         System.err.println("usage: FileRegionCompare --file F --sha256 HEX --rdma IP=LABEL[,IP=LABEL...]"
-                + " [--tcp-host IP] [--transports epoll,rdma,tcp] [--warmup-mib N] [--digest-mib N] [--timeout S]");
+                + " [--tcp-host IP] [--transports epoll,rdma,tcp] [--provider P] [--warmup-mib N] [--digest-mib N]"
+                + " [--timeout S]");
         System.exit(2);
-    }
-
-    private static Transport rdmaTransport() {
-        return Transport.rdma(RdmaIoHandlerConfig.PROVIDER_NATIVE);
     }
 
     /** The file as one DefaultFileRegion through FileChunkServer to FileChunkClient, each on its own 1-thread group. */
