@@ -46,10 +46,10 @@ import java.util.concurrent.atomic.AtomicReference;
  * </pre>
  * {@code --transports}: of {@code epoll,rdma,tcp}, run in the order given (default all three); epoll and plain TCP run
  * once, on {@code --tcp-host} (default the first RDMA address). {@code --provider}: the RDMA provider (default
- * {@code native}; {@code emulated} on 127.0.0.1 for a test on a machine without RDMA). {@code --warmup-mib}: a file of N MiB (random, hashed here) sent
- * over each transport first, unmeasured (default 16). {@code --digest-mib}: then SHA-256 alone over the file's first N MiB
- * in memory (after a first pass to warm up), what the clients' digest costs of their CPU time (default 32; 0: not).
- * Exit code 0 only if every transfer arrived intact.
+ * {@code native}; {@code emulated} on 127.0.0.1 for a test on a machine without RDMA). {@code --warmup-mib}: a file
+ * of N MiB (random, hashed here) sent over each transport first, unmeasured (default 16). {@code --digest-mib}: then
+ * SHA-256 alone over the file's first N MiB in memory (after a first pass to warm up), what the clients' digest
+ * costs of their CPU time (default 32; 0: not). Exit code 0 only if every transfer arrived intact.
  */
 public final class FileRegionCompare {
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
@@ -143,11 +143,11 @@ public final class FileRegionCompare {
                     }
                     case "rdma" -> {
                         for (String[] target : rdma) {
+                            Transport rdmaTransport = Transport.rdma(provider);
                             if (warmup != null) {
-                                overNetty(Transport.rdma(provider), "warm-up", target[0], warmup, warmupSha, timeoutSeconds,
-                                        false);
+                                overNetty(rdmaTransport, "warm-up", target[0], warmup, warmupSha, timeoutSeconds, false);
                             }
-                            results.add(overNetty(Transport.rdma(provider), "rdma " + target[1], target[0], file, expected,
+                            results.add(overNetty(rdmaTransport, "rdma " + target[1], target[0], file, expected,
                                     timeoutSeconds, true));
                         }
                     }

@@ -27,7 +27,8 @@ class FileRegionCompareTest {
         FileChunkServer.writeRandom(file, LENGTH);
         List<FileRegionCompare.Figures> figures = FileRegionCompare.run(args(file,
                 HexFormat.of().formatHex(FileChunkServer.sha256(file))));
-        assertEquals(List.of("epoll", "rdma lo", "tcp (plain)"), figures.stream().map(FileRegionCompare.Figures::name).toList());
+        assertEquals(List.of("epoll", "rdma lo", "tcp (plain)"),
+                figures.stream().map(FileRegionCompare.Figures::name).toList());
         for (FileRegionCompare.Figures f : figures) {
             assertEquals(LENGTH, f.bytes(), f.name());
             assertTrue(f.elapsedNs() > 0 && f.clientCpuNs() > 0, f.name() + ": " + f);
