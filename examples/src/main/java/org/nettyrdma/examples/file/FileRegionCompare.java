@@ -49,7 +49,9 @@ import java.util.concurrent.atomic.AtomicReference;
  * {@code native}; {@code emulated} on 127.0.0.1 for a test on a machine without RDMA). {@code --warmup-mib}: a file
  * of N MiB (random, hashed here) sent over each transport first, unmeasured (default 16). {@code --digest-mib}: then
  * SHA-256 alone over the file's first N MiB in memory (after a first pass to warm up), what the clients' digest
- * costs of their CPU time (default 32; 0: not). Exit code 0 only if every transfer arrived intact.
+ * costs of their CPU time (default 32; 0: not). {@code --timeout}: how long a Netty client waits for the file (default
+ * 1800 s); plain TCP's blocking read has no limit of its own (vm/run's stops it). Exit code 0 only if every transfer
+ * arrived intact.
  */
 public final class FileRegionCompare {
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
@@ -311,7 +313,6 @@ public final class FileRegionCompare {
             long received = 0;
             byte[] digest;
             try (SocketChannel socket = SocketChannel.open(listener.getLocalAddress())) {
-                socket.socket().setSoTimeout((int) TimeUnit.SECONDS.toMillis(timeoutSeconds));
                 start = System.nanoTime();
                 ByteBuffer buffer = ByteBuffer.allocateDirect(256 << 10);
                 MessageDigest md = FileChunkServer.newSha256();
@@ -338,6 +339,9 @@ public final class FileRegionCompare {
             long elapsed = System.nanoTime() - start;
             long client = THREADS.getCurrentThreadCpuTime() - clientCpu;
             server.join(TimeUnit.SECONDS.toMillis(timeoutSeconds));
+            if (server.isAlive()) {
+                throw new IOException(name + ": the server thread still sends after " + timeoutSeconds + " s");
+            }
             long machine = machineCpuNs() - machineCpu;
             if (serverFailure.get() != null) {
                 throw new IOException(name + ": the server failed", serverFailure.get());
