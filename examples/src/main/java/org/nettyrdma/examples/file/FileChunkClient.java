@@ -53,11 +53,17 @@ public final class FileChunkClient {
     /** Receives the file the server at {@code address} sends; fails unless its SHA-256 is the one announced. */
     public static Result receive(Transport transport, EventLoopGroup group, InetSocketAddress address)
             throws Exception {
+        return receive(transport, group, address, 120);
+    }
+
+    /** As {@link #receive(Transport, EventLoopGroup, InetSocketAddress)}, failing after {@code timeoutSeconds}. */
+    public static Result receive(Transport transport, EventLoopGroup group, InetSocketAddress address,
+                                 long timeoutSeconds) throws Exception {
         Promise<Result> done = group.next().newPromise();
         Channel channel = transport.bootstrap(group).handler(new Receiver(done)).connect(address).sync().channel();
         try {
-            if (!done.await(120, TimeUnit.SECONDS)) {
-                throw new IOException("the file did not arrive within 120 s");
+            if (!done.await(timeoutSeconds, TimeUnit.SECONDS)) {
+                throw new IOException("the file did not arrive within " + timeoutSeconds + " s");
             }
             return done.sync().getNow();
         } finally {

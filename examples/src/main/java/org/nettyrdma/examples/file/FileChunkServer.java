@@ -86,8 +86,12 @@ public final class FileChunkServer {
      */
     public static Channel start(Transport transport, EventLoopGroup group, InetSocketAddress address, Path file,
                                 boolean region) throws IOException, InterruptedException {
-        long length = Files.size(file);
-        byte[] sha256 = sha256(file);
+        return start(transport, group, address, file, Files.size(file), sha256(file), region);
+    }
+
+    /** As {@link #start(Transport, EventLoopGroup, InetSocketAddress, Path, boolean)}, its length and digest known. */
+    static Channel start(Transport transport, EventLoopGroup group, InetSocketAddress address, Path file, long length,
+                         byte[] sha256, boolean region) throws InterruptedException {
         return transport.serverBootstrap(group)
                 .childHandler(new ChannelInitializer<Channel>() {
                     @Override
@@ -162,7 +166,7 @@ public final class FileChunkServer {
         }
     }
 
-    private static void writeRandom(Path file, long length) throws IOException {
+    static void writeRandom(Path file, long length) throws IOException {
         SplittableRandom random = new SplittableRandom(1);
         byte[] block = new byte[CHUNK];
         try (OutputStream out = Files.newOutputStream(file)) {
