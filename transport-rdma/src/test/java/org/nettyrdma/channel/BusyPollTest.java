@@ -13,14 +13,7 @@ class BusyPollTest {
     @Test
     void fixedSpinsItsBudgetWhateverTheGaps() {
         BusyPoll p = BusyPoll.fixed(20_000);
-        for (int i = 0; i < 100; i++) {
-            assertEquals(20_000, p.spinNs());
-            if (i % 2 == 0) {
-                p.onWorkAfterSpin(5_000_000); // (no miss reported: the spin was cut short by work after all)
-            } else {
-                p.onWorkWhileSpinning(3_000);
-            }
-        }
+        spinsItsBudgetWhateverTheGaps(p);
         for (int i = 0; i < 4 * BusyPoll.MISS_LIMIT; i++) {
             assertEquals(20_000, p.spinNs(), "spin " + i + ": without the back-off, misses do not stop the spin");
             p.onNothingWhileSpinning();
@@ -32,14 +25,7 @@ class BusyPollTest {
     @Test
     void backOffSpinsItsBudgetWhileSpinsFindWork() {
         BusyPoll p = BusyPoll.fixedWithBackOff(20_000);
-        for (int i = 0; i < 100; i++) {
-            assertEquals(20_000, p.spinNs());
-            if (i % 2 == 0) {
-                p.onWorkAfterSpin(5_000_000); // (no miss reported: the spin was cut short by work after all)
-            } else {
-                p.onWorkWhileSpinning(3_000);
-            }
-        }
+        spinsItsBudgetWhateverTheGaps(p);
         for (int i = 0; i < 100; i++) {
             assertEquals(20_000, p.spinNs());
             p.onNothingWhileSpinning();
@@ -49,6 +35,18 @@ class BusyPollTest {
         assertEquals(20_000, p.spinNs());
         assertEquals(0, BusyPoll.fixedWithBackOff(0).spinNs());
         assertFalse(p.isAdaptive());
+    }
+
+    /** Work found after a long wait and while spinning, in turn: the spin stays the budget. */
+    private static void spinsItsBudgetWhateverTheGaps(BusyPoll p) {
+        for (int i = 0; i < 100; i++) {
+            assertEquals(20_000, p.spinNs());
+            if (i % 2 == 0) {
+                p.onWorkAfterSpin(5_000_000); // (no miss reported: the spin was cut short by work after all)
+            } else {
+                p.onWorkWhileSpinning(3_000);
+            }
+        }
     }
 
     @Test
