@@ -62,7 +62,8 @@ interface DataPath {
 
     /**
      * Send {@code slot} completed (successfully or not), and with it the unsignalled sends posted before it: the
-     * payload bytes they carried (0 for control messages).
+     * payload bytes they carried (0 for control messages); -1 if {@code slot} is not in flight (a completion out of
+     * posted order retired it already: a device broke the order that a fence should have kept).
      */
     long complete(int slot);
 

@@ -56,6 +56,8 @@ final class RdmaConnection {
     private static final int RING_OFFERED = 1 << 14;
     /** iWARP: the close's fence (a zero-byte READ after the FIN) is posted; its completion lets the close finish. */
     private static final int FENCE_POSTED = 1 << 15;
+    /** How long after the greeting an iWARP connecting side nudges the peer's receive path ({@link #nudge()}). */
+    static final int NUDGE_MILLIS = 100;
 
     private final RdmaSocketChannel ch;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
@@ -288,6 +290,28 @@ final class RdmaConnection {
     void greet() {
         if (!offerRing()) { // with the WRITE ring, the RING message is the greeting (no credit spent on a CREDIT)
             postControl(RdmaProtocol.TYPE_CREDIT);
+        }
+        if (res.iwarp && res.canRead) {
+            ch.eventLoop().schedule(this::nudge, NUDGE_MILLIS, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    /**
+     * iWARP: a zero-byte READ {@link #NUDGE_MILLIS} after the greeting, unless data came back already. Soft-iWARP
+     * installs its receive path on an accepted connection only after it has sent the MPA reply: a frame that arrives in
+     * between stays unread in the peer's socket until more data arrives, and a greeting (and what was posted right behind
+     * it) that nothing follows is never seen (docs/protocol.md, "The connecting side speaks first"). The READ's request
+     * is that more data, and its answer proves the peer's device has taken everything before it.
+     */
+    private void nudge() {
+        if (is(DESTROYED | PEER_GONE | FAILED | FIN_SENT | CLOSING) || ch.counters().messagesReceived > 0
+                || sends.probeInFlight() || !sends.hasRoom()) {
+            return;
+        }
+        try {
+            sends.sendProbe(false);
+        } catch (IOException e) {
+            unsafe.fail(e);
         }
     }
 
@@ -723,6 +747,12 @@ final class RdmaConnection {
         boolean control = sends.isControl(slot);
         boolean probe = sends.isProbe(slot);
         long n = sends.complete(slot);
+        if (n < 0) {
+            unsafe.fail(new IOException("send completion of work request " + slot + " (" + WcStatus.name(status)
+                    + ") came out of posted order, after a later request's: the device reordered completions "
+                    + "(a bug of the device's or of this transport's fencing); the connection cannot tell what was sent"));
+            return;
+        }
         if (probe && is(FENCE_POSTED)) {
             if (status != WcStatus.SUCCESS) {
                 logger.debug("{}: the close's fence failed ({}); disconnecting", ch, WcStatus.name(status));

@@ -15,6 +15,7 @@ import org.nettyrdma.verbs.WrOpcode;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.util.Arrays;
 
 /**
  * Protocol v1's data path (docs/protocol.md, "Sending"): flushed bytes become SENDs of at most the message size, one
@@ -81,6 +82,12 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     private boolean awaitsStaging;
     /** The slot of the keep-alive probe in flight, or -1. */
     private int probeSlot = -1;
+    /**
+     * Whether the next work request posted gets {@code FENCE} if the probe is still in flight: soft-iWARP completes a
+     * SEND as soon as its TCP stack took it, before an RDMA READ posted ahead of it has its response, and completions
+     * retire slots in posted order.
+     */
+    private boolean fenceNext;
     private long unsettledBytes;
     /**
      * Bytes of flushed messages settled when their SENDs were posted, not yet removed from the outbound buffer: SENDs
@@ -117,7 +124,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         slotBytes = new long[depth];
         slotControl = new boolean[depth];
         staged = new int[depth];
-        java.util.Arrays.fill(staged, -1);
+        Arrays.fill(staged, -1);
         pool.join();
     }
 
@@ -341,6 +348,12 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         if (count == 0) {
             return;
         }
+        if (fenceNext) {
+            fenceNext = false;
+            if (probeSlot >= 0) {
+                wrs.sendFlags(0, wrs.sendFlags(0) | SendFlags.FENCE);
+            }
+        }
         for (int i = 0; i < count; i++) {
             if (++unsignalled >= SIGNAL_EVERY || i == count - 1) {
                 wrs.sendFlags(i, wrs.sendFlags(i) | SendFlags.SIGNALED);
@@ -380,6 +393,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         probeSlot = slot;
+        fenceNext = true;
         advance();
         if (keepAlive) {
             counters.keepAliveProbes++;
@@ -411,6 +425,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     @Override
     public long complete(int slot) {
         counters.completions++;
+        int age = slot - oldest;
+        if ((age < 0 ? age + depth : age) >= inUse) {
+            return -1; // retired already, by a completion of a request posted after it
+        }
         long bytes = 0;
         for (;;) {
             int retired = oldest;

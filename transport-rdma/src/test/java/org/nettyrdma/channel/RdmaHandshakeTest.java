@@ -1,6 +1,8 @@
 package org.nettyrdma.channel;
 
+import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
@@ -28,11 +30,14 @@ import org.nettyrdma.verbs.QueuePair;
 import org.nettyrdma.verbs.VerbsProvider;
 import org.nettyrdma.verbs.WcStatus;
 import org.nettyrdma.verbs.WorkRequestList;
+import org.nettyrdma.verbs.emulated.EmulatedFabric;
 import org.nettyrdma.verbs.emulated.EmulatedProvider;
 
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -58,23 +63,26 @@ class RdmaHandshakeTest {
         group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory(
                 new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED).setBusyPollNanos(0)));
         server = new ServerBootstrap().group(group).channel(RdmaServerSocketChannel.class)
-                .childHandler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                            @Override
-                            public void channelActive(ChannelHandlerContext ctx) {
-                                ctx.writeAndFlush(Unpooled.copiedBuffer(HELLO, StandardCharsets.US_ASCII));
-                            }
-
-                            @Override
-                            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-                                ctx.close(); // the raw peers close without a word: a reset
-                            }
-                        });
-                    }
-                })
+                .childHandler(new HelloFirst())
                 .bind(new InetSocketAddress("127.0.0.1", 0)).syncUninterruptibly().channel();
+    }
+
+    /** A server that speaks first: {@link #HELLO} in channelActive. */
+    private static final class HelloFirst extends ChannelInitializer<Channel> {
+        @Override
+        protected void initChannel(Channel ch) {
+            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelActive(ChannelHandlerContext ctx) {
+                    ctx.writeAndFlush(Unpooled.copiedBuffer(HELLO, StandardCharsets.US_ASCII));
+                }
+
+                @Override
+                public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                    ctx.close(); // the raw peers close without a word: a reset
+                }
+            });
+        }
     }
 
     @AfterAll
@@ -225,6 +233,38 @@ class RdmaHandshakeTest {
             }
         });
         assertEquals(HELLO, got);
+    }
+
+    /**
+     * iWARP: soft-iWARP installs its receive path on an accepted connection only after it has sent the MPA reply, and
+     * a frame that arrives in between stays unread in the socket until more data arrives (docs/protocol.md). A server
+     * that speaks first, to a client that says nothing after its greeting, must still be heard: the connecting side's
+     * zero-byte READ after the greeting is that data. The emulated fabric plays the window (it holds the greeting until
+     * the client posts more); without the READ the server never hears the greeting and the hello never comes.
+     */
+    @Test
+    void aServerThatSpeaksFirstIsHeardThoughTheGreetingWasHeldOnIwarp() throws Exception {
+        InetAddress address = RdmaTestSupport.emulatedIwarpAddress();
+        Channel iwarpServer = new ServerBootstrap().group(group).channel(RdmaServerSocketChannel.class)
+                .childHandler(new HelloFirst()).bind(new InetSocketAddress(address, 0)).sync().channel();
+        EmulatedFabric.defaultFabric().holdFirstArrivalOnAccept(true);
+        try {
+            CompletableFuture<String> hello = new CompletableFuture<>();
+            Channel client = new Bootstrap().group(group).channel(RdmaSocketChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            ByteBuf b = (ByteBuf) msg;
+                            hello.complete(b.toString(StandardCharsets.US_ASCII));
+                            b.release();
+                        }
+                    }).connect(iwarpServer.localAddress()).sync().channel();
+            assertEquals(HELLO, hello.get(10, TimeUnit.SECONDS));
+            client.close().sync();
+        } finally {
+            EmulatedFabric.defaultFabric().holdFirstArrivalOnAccept(false);
+            iwarpServer.close().sync();
+        }
     }
 
     /** The first message the raw peer receives, a DATA message: its payload. */

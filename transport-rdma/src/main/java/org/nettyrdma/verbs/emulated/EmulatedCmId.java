@@ -329,6 +329,9 @@ final class EmulatedCmId implements CmId {
             }
             EmulatedQueuePair.connect(active.qp, active.connectParameters.rnrRetryCount(), qp,
                     parameters.rnrRetryCount());
+            if (fabric.holdsFirstArrival()) {
+                qp.holdFirstArrival();
+            }
             active.cancelConnectTimeout();
             active.state = State.CONNECTED;
             state = State.CONNECTED;

@@ -135,6 +135,21 @@ public final class EmulatedFabric {
         return true;
     }
 
+    /**
+     * Whether every connection accepted from now on holds the first work request that reaches the accepting side until
+     * the connecting side posts another: soft-iWARP installs its receive path on an accepted connection only after it
+     * has sent the MPA reply, and a frame that arrives in between stays unread in the socket until more data comes.
+     */
+    public void holdFirstArrivalOnAccept(boolean hold) {
+        holdFirstArrival = hold;
+    }
+
+    boolean holdsFirstArrival() {
+        return holdFirstArrival;
+    }
+
+    private volatile boolean holdFirstArrival;
+
     /** The wait between RNR retries (the QP's min_rnr_timer); 640 µs by default. */
     public void rnrTimerNanos(long nanos) {
         rnrTimerNanos = nanos;

@@ -32,6 +32,11 @@ final class EmulatedQueuePair implements QueuePair {
         volatile boolean severed;
         /** Sends get no answer: they stay posted (see {@code FaultInjector.silenceLink}). */
         volatile boolean silent;
+        /**
+         * The QP whose first arrival stays unexecuted until its peer posts another work request behind it
+         * ({@code EmulatedFabric.holdFirstArrivalOnAccept}), or null.
+         */
+        EmulatedQueuePair holding;
     }
 
     private static final int RNR_WAIT = -1;
@@ -355,6 +360,12 @@ final class EmulatedQueuePair implements QueuePair {
             }
             if (link.silent) {
                 return;
+            }
+            if (link.holding == peer && peer != null) {
+                if (sqTail - sqExec < 2) {
+                    return; // the peer's receive path is not there yet: this waits for more to arrive behind it
+                }
+                link.holding = null;
             }
             int slot = (int) (sqExec % sqSize);
             int status;
@@ -832,6 +843,14 @@ final class EmulatedQueuePair implements QueuePair {
     boolean isLinkCut() {
         Link l = link;
         return l.severed || l.silent;
+    }
+
+    /** See {@code EmulatedFabric.holdFirstArrivalOnAccept}: called on the accepting side's QP, once connected. */
+    void holdFirstArrival() {
+        Link l = link;
+        synchronized (l) {
+            l.holding = this;
+        }
     }
 
     void silence() {
