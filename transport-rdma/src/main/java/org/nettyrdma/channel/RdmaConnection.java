@@ -58,8 +58,11 @@ final class RdmaConnection {
     private static final int FENCE_POSTED = 1 << 15;
     /** How long after the greeting an iWARP connecting side nudges the peer's receive path ({@link #nudge()}). */
     static final int NUDGE_MILLIS = 100;
+    /** How many times {@link #nudge()} looks for an idle send queue: 5 s. */
+    private static final int NUDGE_CHECKS = 50;
 
     private final RdmaSocketChannel ch;
+    private int nudgeChecks;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
     private final RdmaSocketChannelConfig config;
     private final RdmaIoHandler handler;
@@ -301,11 +304,23 @@ final class RdmaConnection {
      * installs its receive path on an accepted connection only after it has sent the MPA reply: a frame that arrives in
      * between stays unread in the peer's socket until more data arrives, and a greeting (and what was posted right behind
      * it) that nothing follows is never seen (docs/protocol.md, "The connecting side speaks first"). The READ's request
-     * is that more data, and its answer proves the peer's device has taken everything before it.
+     * is that more data, and its answer proves the peer's device has taken everything before it. Posted only when no
+     * other work is in flight, as the keep-alive's probes are (with sends in flight, siw0 reset streams now and then
+     * when the READ went among them), or when nothing has completed at all; while sends are in flight and completing,
+     * they are the data that follows, and it looks again {@link #NUDGE_MILLIS} later, at most {@link #NUDGE_CHECKS}
+     * times.
      */
     private void nudge() {
         if (is(DESTROYED | PEER_GONE | FAILED | FIN_SENT | CLOSING) || ch.counters().messagesReceived > 0
-                || sends.probeInFlight() || !sends.hasRoom()) {
+                || sends.probeInFlight()) {
+            return;
+        }
+        // nothing completed at all: the greeting itself is stuck (as the emulated fabric holds it), nothing follows
+        boolean stuck = ch.counters().completions == 0;
+        if (!sends.hasRoom() || !sends.isIdle() && !stuck) {
+            if (++nudgeChecks < NUDGE_CHECKS) {
+                ch.eventLoop().schedule(this::nudge, NUDGE_MILLIS, TimeUnit.MILLISECONDS);
+            }
             return;
         }
         try {

@@ -388,7 +388,12 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     @Override
     public void sendProbe(boolean keepAlive) throws IOException {
         int slot = next;
-        wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_READ, 0).remote(0, 0, 0);
+        // one SGE of 0 bytes, not none: libsiw leaves a slot's old SGEs in place when a request has none, and siw's
+        // kernel reads a READ's first SGE always, so a probe in a slot that had carried a SEND asked for that SEND's
+        // length under key 0, and the peer's siw tore the connection down (docs/protocol.md, the keep-alive)
+        pool.scratchView(); // registered on first use
+        wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_READ, 0).remote(0, 0, 0)
+                .addSge(0, pool.scratchAddress(), 0, pool.scratchLkey());
         post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;

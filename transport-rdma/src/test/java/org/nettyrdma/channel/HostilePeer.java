@@ -302,7 +302,8 @@ final class HostilePeer implements AutoCloseable {
             return;
         }
         nudged = true;
-        wrs.setSend(0, NUDGE_WR_ID, WrOpcode.RDMA_READ, SendFlags.SIGNALED).remote(0, 0, 0);
+        wrs.setSend(0, NUDGE_WR_ID, WrOpcode.RDMA_READ, SendFlags.SIGNALED).remote(0, 0, 0)
+                .addSge(0, sendMr.address(), 0, sendMr.lkey()); // one empty SGE: see SendQueue.sendProbe
         int rc = qp.postSend(wrs, 0, 1);
         history.add("post nudge READ: " + rc);
         assertEquals(0, rc, () -> "ibv_post_send: " + this);

@@ -1763,6 +1763,34 @@ public abstract class VerbsConformanceSuite {
         assertNothingConsumed();
     }
 
+    /**
+     * The keep-alive probe as the transport posts it, in send-queue slots that carried SENDs before: a zero-byte READ
+     * with one SGE of 0 bytes is answered and consumes nothing, every time round the queue. Without the SGE, siw read
+     * the slot's previous SGE (libsiw copies only the SGEs a request has; siw's kernel takes a READ's first SGE always):
+     * a SEND's length asked of key 0, which the peer's siw refused with a TERMINATE that tore the connection down.
+     */
+    @Test
+    void zeroLengthReadInSlotsThatCarriedSendsIsAnswered() throws Exception {
+        fx.connect(fx.options().maxSendWr(8));
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        for (int round = 0; round < 3; round++) {
+            postRecvs(in, 8, 64);
+            for (int i = 0; i < 8; i++) {
+                fx.wr(0, 100 + i, WrOpcode.SEND, SIGNALED, out, 0, 64);
+                fx.assertPosted(client.postSend(1));
+                assertWc(client.sendCompletion(), 100 + i, WcStatus.SUCCESS);
+            }
+            server.recvCompletions(8);
+            for (int i = 0; i < 8; i++) {
+                fx.wr(0, 200 + i, WrOpcode.RDMA_READ, SIGNALED, out, 0, 0).remote(0, 0, 0);
+                fx.assertPosted(client.postSend(1));
+                assertWc(client.sendCompletion(), 200 + i, WcStatus.SUCCESS);
+            }
+        }
+        assertNothingConsumed();
+    }
+
     /** Nothing of the server's was consumed and the connection is fine: a SEND lands in the first receive posted now. */
     private void assertNothingConsumed() throws Exception {
         MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
