@@ -45,6 +45,13 @@ interface DataPath {
      */
     void sendProbe(boolean keepAlive) throws IOException;
 
+    /**
+     * Posts a zero-byte RDMA WRITE naming no memory: data on the wire that the peer's device takes without an answer
+     * (no receive, no credit, nothing for its pipeline), completing in order with the SENDs around it. iWARP's nudge
+     * after the greeting. The caller checked {@link #hasRoom()}.
+     */
+    void sendEmptyWrite() throws IOException;
+
     /** Whether a keep-alive probe is posted and not completed. */
     boolean probeInFlight();
 

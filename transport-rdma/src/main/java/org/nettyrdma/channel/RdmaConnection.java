@@ -58,7 +58,7 @@ final class RdmaConnection {
     private static final int FENCE_POSTED = 1 << 15;
     /** How long after the greeting an iWARP connecting side nudges the peer's receive path ({@link #nudge()}). */
     static final int NUDGE_MILLIS = 100;
-    /** How many times {@link #nudge()} looks for an idle send queue: 5 s. */
+    /** How many times {@link #nudge()} looks for room in the send queue: 5 s. */
     private static final int NUDGE_CHECKS = 50;
 
     private final RdmaSocketChannel ch;
@@ -300,31 +300,27 @@ final class RdmaConnection {
     }
 
     /**
-     * iWARP: a zero-byte READ {@link #NUDGE_MILLIS} after the greeting, unless data came back already. Soft-iWARP
+     * iWARP: a zero-byte RDMA WRITE {@link #NUDGE_MILLIS} after the greeting, unless data came back already. Soft-iWARP
      * installs its receive path on an accepted connection only after it has sent the MPA reply: a frame that arrives in
      * between stays unread in the peer's socket until more data arrives, and a greeting (and what was posted right behind
-     * it) that nothing follows is never seen (docs/protocol.md, "The connecting side speaks first"). The READ's request
-     * is that more data, and its answer proves the peer's device has taken everything before it. Posted only when no
-     * other work is in flight, as the keep-alive's probes are (with sends in flight, siw0 reset streams now and then
-     * when the READ went among them), or when nothing has completed at all; while sends are in flight and completing,
-     * they are the data that follows, and it looks again {@link #NUDGE_MILLIS} later, at most {@link #NUDGE_CHECKS}
-     * times.
+     * it) that nothing follows is never seen (docs/protocol.md, "The connecting side speaks first"). The WRITE is that
+     * more data; the peer's device takes it without an answer. Not a READ: siw queues the answer to a READ that arrives
+     * while it is sending and then answers it with a stale SGE of its last send, and drops the connection (read in its
+     * source; a zero-byte READ among a stream's sends reset one stream on siw0). Looked at again while the send queue
+     * is full, at most {@link #NUDGE_CHECKS} times.
      */
     private void nudge() {
-        if (is(DESTROYED | PEER_GONE | FAILED | FIN_SENT | CLOSING) || ch.counters().messagesReceived > 0
-                || sends.probeInFlight()) {
+        if (is(DESTROYED | PEER_GONE | FAILED | FIN_SENT | CLOSING) || ch.counters().messagesReceived > 0) {
             return;
         }
-        // nothing completed at all: the greeting itself is stuck (as the emulated fabric holds it), nothing follows
-        boolean stuck = ch.counters().completions == 0;
-        if (!sends.hasRoom() || !sends.isIdle() && !stuck) {
+        if (!sends.hasRoom()) {
             if (++nudgeChecks < NUDGE_CHECKS) {
                 ch.eventLoop().schedule(this::nudge, NUDGE_MILLIS, TimeUnit.MILLISECONDS);
             }
             return;
         }
         try {
-            sends.sendProbe(false);
+            sends.sendEmptyWrite();
         } catch (IOException e) {
             unsafe.fail(e);
         }

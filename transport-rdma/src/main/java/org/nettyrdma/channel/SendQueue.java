@@ -85,7 +85,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     /**
      * Whether the next work request posted gets {@code FENCE} if the probe is still in flight: soft-iWARP completes a
      * SEND as soon as its TCP stack took it, before an RDMA READ posted ahead of it has its response, and completions
-     * retire slots in posted order.
+     * retire slots in posted order. Never on a READ: siw refuses a fenced READ and drops the connection (READs are
+     * only probes today, never posted while one is in flight; the READ rendezvous must keep to that).
      */
     private boolean fenceNext;
     private long unsettledBytes;
@@ -387,23 +388,35 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
 
     @Override
     public void sendProbe(boolean keepAlive) throws IOException {
-        int slot = next;
-        // one SGE of 0 bytes, not none: libsiw leaves a slot's old SGEs in place when a request has none, and siw's
-        // kernel reads a READ's first SGE always, so a probe in a slot that had carried a SEND asked for that SEND's
-        // length under key 0, and the peer's siw tore the connection down (docs/protocol.md, the keep-alive)
-        pool.scratchView(); // registered on first use
-        wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_READ, 0).remote(0, 0, 0)
-                .addSge(0, pool.scratchAddress(), 0, pool.scratchLkey());
-        post(1);
-        slotBytes[slot] = 0;
-        slotControl[slot] = true;
-        probeSlot = slot;
+        probeSlot = postEmpty(WrOpcode.RDMA_READ);
         fenceNext = true;
-        advance();
         if (keepAlive) {
             counters.keepAliveProbes++;
             loopCounters.keepAliveProbes++;
         }
+    }
+
+    @Override
+    public void sendEmptyWrite() throws IOException {
+        postEmpty(WrOpcode.RDMA_WRITE);
+    }
+
+    /**
+     * Posts a zero-byte {@code opcode} (RDMA READ or WRITE) naming no remote memory, in the next slot, and returns it.
+     * One SGE of 0 bytes, not none: libsiw leaves a slot's old SGEs in place when a request has none, and siw's kernel
+     * reads a READ's first SGE always, so a probe in a slot that had carried a SEND asked for that SEND's length under
+     * key 0, and the peer's siw tore the connection down (docs/protocol.md, the keep-alive).
+     */
+    private int postEmpty(int opcode) throws IOException {
+        int slot = next;
+        pool.scratchView(); // registered on first use
+        wrs.setSend(0, wrIdBase | slot, opcode, 0).remote(0, 0, 0)
+                .addSge(0, pool.scratchAddress(), 0, pool.scratchLkey());
+        post(1);
+        slotBytes[slot] = 0;
+        slotControl[slot] = true;
+        advance();
+        return slot;
     }
 
     @Override

@@ -41,7 +41,7 @@ final class HostilePeer implements AutoCloseable {
     private static final int RECEIVES = 16;
     private static final int RECEIVE_SIZE = 16384;
     private static final long SEND_WR_ID = 1L << 32;
-    /** The zero-byte READ that nudges an iWARP server's receive path, as the transport's connecting side does. */
+    /** The zero-byte WRITE that nudges an iWARP server's receive path, as the transport's connecting side does. */
     private static final long NUDGE_WR_ID = 2L << 32;
 
     final VerbsProvider provider = RdmaResources.of(RdmaTestSupport.provider()).provider();
@@ -293,7 +293,7 @@ final class HostilePeer implements AutoCloseable {
     }
 
     /**
-     * On iWARP, once: a zero-byte READ, which the transport's connecting side posts after its greeting (see
+     * On iWARP, once: a zero-byte WRITE, which the transport's connecting side posts after its greeting (see
      * {@code RdmaConnection.nudge}): soft-iWARP can leave a first message unread in the server's socket until more data
      * arrives. Its completion is recorded in the history, not taken.
      */
@@ -302,10 +302,10 @@ final class HostilePeer implements AutoCloseable {
             return;
         }
         nudged = true;
-        wrs.setSend(0, NUDGE_WR_ID, WrOpcode.RDMA_READ, SendFlags.SIGNALED).remote(0, 0, 0)
-                .addSge(0, sendMr.address(), 0, sendMr.lkey()); // one empty SGE: see SendQueue.sendProbe
+        wrs.setSend(0, NUDGE_WR_ID, WrOpcode.RDMA_WRITE, SendFlags.SIGNALED).remote(0, 0, 0)
+                .addSge(0, sendMr.address(), 0, sendMr.lkey());
         int rc = qp.postSend(wrs, 0, 1);
-        history.add("post nudge READ: " + rc);
+        history.add("post nudge WRITE: " + rc);
         assertEquals(0, rc, () -> "ibv_post_send: " + this);
     }
 

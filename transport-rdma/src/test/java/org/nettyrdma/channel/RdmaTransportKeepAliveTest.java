@@ -30,7 +30,7 @@ import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 /**
  * The keep-alive ({@link RdmaChannelOption#KEEPALIVE_MILLIS}): a silent connection probes its peer with zero-byte RDMA
- * WRITEs that the peer's device acknowledges and its pipeline never sees; a peer gone without a word fails the probe,
+ * READs that the peer's device acknowledges and its pipeline never sees; a peer gone without a word fails the probe,
  * and with it a channel that had nothing to send.
  */
 @Isolated("transport-level checks: time bounds")
@@ -87,18 +87,23 @@ class RdmaTransportKeepAliveTest {
             throws InterruptedException {
         return (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
                 .option(RdmaChannelOption.KEEPALIVE_MILLIS, keepAliveMillis)
-                .handler(new ChannelInboundHandlerAdapter() {
-                    @Override
-                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                        echoed.complete((ByteBuf) msg);
-                    }
+                .handler(echoHandler(echoed)).connect(server.localAddress()).sync().channel();
+    }
 
-                    @Override
-                    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-                        clientErrors.add(cause);
-                        ctx.close();
-                    }
-                }).connect(server.localAddress()).sync().channel();
+    /** A client's handler: the first message it receives completes {@code echoed}. */
+    private ChannelInboundHandlerAdapter echoHandler(CompletableFuture<ByteBuf> echoed) {
+        return new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                echoed.complete((ByteBuf) msg);
+            }
+
+            @Override
+            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                clientErrors.add(cause);
+                ctx.close();
+            }
+        };
     }
 
     /** {@code bytes} written by {@code client} come back intact through the echo server. */
@@ -129,6 +134,41 @@ class RdmaTransportKeepAliveTest {
         assertTrue(clientErrors.isEmpty() && childErrors.isEmpty(), () -> clientErrors + " " + childErrors);
         // nothing reached either pipeline, and the stream is intact after the probes
         assertEchoed(client, echoed, (byte) 1, (byte) 2, (byte) 3, (byte) 4, (byte) 5);
+        client.close().sync();
+    }
+
+    /**
+     * Probes in send-queue slots that carried writes, and writes right behind probes: echoes 100-130 ms apart (about one
+     * probe between two), then ten more probes of silence. On siw0 a probe posted without an SGE in a slot that had
+     * carried a SEND read that SEND's length under key 0 and the peer tore the connection down (the first probe after
+     * the queue wrapped), and a write behind a probe completed before it (the fence): docs/protocol.md, the keep-alive.
+     */
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void probesAmongWritesKeepTheConnectionAndTheStream() throws Exception {
+        startEchoServer(100);
+        CompletableFuture<ByteBuf> first = new CompletableFuture<>();
+        RdmaSocketChannel client = connect(100, first);
+        RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+        RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
+        for (int i = 0; i < 30; i++) {
+            CompletableFuture<ByteBuf> echoed = i == 0 ? first : new CompletableFuture<>();
+            if (i > 0) {
+                client.pipeline().replace(client.pipeline().last(), "echo" + i, echoHandler(echoed));
+            }
+            Thread.sleep(100 + i % 4 * 10);
+            assertEchoed(client, echoed, (byte) i, (byte) (i + 1), (byte) (i + 2));
+        }
+        long probes = client.counters().keepAliveProbes();
+        RdmaTestSupport.awaitCondition("10 more probes from each end", () -> client.counters().keepAliveProbes()
+                >= probes + 10 && child.counters().keepAliveProbes() >= 10, 30_000,
+                () -> "client " + client.counters() + ", child " + child.counters());
+        assertTrue(client.isActive() && child.isActive(), () -> "a probe closed a live connection: " + clientErrors
+                + " " + childErrors);
+        CompletableFuture<ByteBuf> last = new CompletableFuture<>();
+        client.pipeline().replace(client.pipeline().last(), "last", echoHandler(last));
+        assertEchoed(client, last, (byte) 7, (byte) 8, (byte) 9);
+        assertTrue(clientErrors.isEmpty() && childErrors.isEmpty(), () -> clientErrors + " " + childErrors);
         client.close().sync();
     }
 
