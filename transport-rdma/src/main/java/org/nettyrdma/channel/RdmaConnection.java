@@ -62,7 +62,6 @@ final class RdmaConnection {
     private static final int NUDGE_CHECKS = 50;
 
     private final RdmaSocketChannel ch;
-    private int nudgeChecks;
     private final RdmaSocketChannel.RdmaSocketUnsafe unsafe;
     private final RdmaSocketChannelConfig config;
     private final RdmaIoHandler handler;
@@ -89,6 +88,8 @@ final class RdmaConnection {
     private boolean heard;
     /** Whether work (a probe or a send) was posted and not completed at the last keep-alive tick. */
     private boolean postedAtLastTick;
+    /** How many times {@link #nudge()} has looked for room in the send queue. */
+    private int nudgeChecks;
 
     /**
      * Creates the QP on {@code id} and posts the receives; with {@code knownPeer} (accepted) the send side too. On
@@ -294,7 +295,7 @@ final class RdmaConnection {
         if (!offerRing()) { // with the WRITE ring, the RING message is the greeting (no credit spent on a CREDIT)
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
-        if (res.iwarp && res.canRead) {
+        if (res.iwarp) {
             ch.eventLoop().schedule(this::nudge, NUDGE_MILLIS, TimeUnit.MILLISECONDS);
         }
     }
@@ -306,8 +307,9 @@ final class RdmaConnection {
      * it) that nothing follows is never seen (docs/protocol.md, "The connecting side speaks first"). The WRITE is that
      * more data; the peer's device takes it without an answer. Not a READ: siw queues the answer to a READ that arrives
      * while it is sending and then answers it with a stale SGE of its last send, and drops the connection (read in its
-     * source; a zero-byte READ among a stream's sends reset one stream on siw0). Looked at again while the send queue
-     * is full, at most {@link #NUDGE_CHECKS} times.
+     * source; zero-byte READs reset streams on siw0, also when posted only on an idle send queue: a writer stalled for
+     * credits has one while its peer sends CREDITs). Looked at again while the send queue is full, at most
+     * {@link #NUDGE_CHECKS} times.
      */
     private void nudge() {
         if (is(DESTROYED | PEER_GONE | FAILED | FIN_SENT | CLOSING) || ch.counters().messagesReceived > 0) {
