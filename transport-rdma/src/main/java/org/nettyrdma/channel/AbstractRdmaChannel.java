@@ -85,6 +85,22 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
      * no event or completion can name this channel.
      */
     final void releaseIdAndRegistration() {
+        destroyId();
+        if (registration != null) {
+            ioRegistration.cancel();
+        }
+    }
+
+    /**
+     * Starts over on a fresh CM id (event loop; registered): the old one is destroyed first, so that its port is free.
+     * For a port RDMA CM picked that a TCP socket holds (iWARP): the fresh id picks another.
+     */
+    final void replaceId() throws VerbsException {
+        destroyId();
+        id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
+    }
+
+    private void destroyId() {
         if (id != null) {
             try {
                 id.close();
@@ -92,9 +108,6 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
                 logger.debug("rdma_destroy_id failed", e);
             }
             id = null;
-        }
-        if (registration != null) {
-            ioRegistration.cancel();
         }
     }
 }

@@ -14,6 +14,7 @@ import org.nettyrdma.verbs.CmEvent;
 import org.nettyrdma.verbs.CmEventType;
 import org.nettyrdma.verbs.CmId;
 import org.nettyrdma.verbs.CompletionArray;
+import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.net.InetSocketAddress;
@@ -29,6 +30,8 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaServerSocketChannel.class);
 
     private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
+    /** Binds again on a fresh CM id after a port in use, at most this many times (iWARP, port 0; see doBind). */
+    static final int LISTEN_PORT_IN_USE_RETRIES = 3;
 
     private final RdmaServerSocketChannelConfig config = new RdmaServerSocketChannelConfig(this);
     private volatile boolean open = true;
@@ -86,8 +89,22 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
 
     @Override
     protected void doBind(SocketAddress localAddress) throws Exception {
-        id.bind((InetSocketAddress) localAddress);
-        id.listen(config.getBacklog());
+        InetSocketAddress asked = (InetSocketAddress) localAddress;
+        for (int retries = 0; ; retries++) {
+            id.bind(asked);
+            try {
+                id.listen(config.getBacklog());
+                break;
+            } catch (VerbsException e) {
+                // iWARP listens on a TCP port as well: the port RDMA CM picked for port 0 may be held by a TCP socket
+                // (soft-iWARP, seen in CI). A fresh id picks another. A port the application chose stays its error.
+                if (e.errno() != Errno.EADDRINUSE || asked.getPort() != 0 || retries == LISTEN_PORT_IN_USE_RETRIES) {
+                    throw e;
+                }
+                logger.debug("{}: the port picked for {} is in use by a TCP socket; binding again", this, asked);
+                replaceId();
+            }
+        }
         local = id.localAddress();
         active = true;
     }

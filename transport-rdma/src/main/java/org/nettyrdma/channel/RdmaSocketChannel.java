@@ -502,14 +502,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                     conn.destroy(); // never connected: nothing to disconnect
                     conn = null;
                 }
-                CmId old = id;
-                id = null;
-                try {
-                    old.close();
-                } catch (VerbsException e) {
-                    logger.debug("rdma_destroy_id failed", e);
-                }
-                id = handler.resources().provider().createId(handler.cmChannel(), this);
+                replaceId();
                 id.resolveAddress(c.local, c.remote, RESOLVE_TIMEOUT_MS);
             } catch (Throwable t) {
                 failConnect(PendingConnect.asConnectException(t));

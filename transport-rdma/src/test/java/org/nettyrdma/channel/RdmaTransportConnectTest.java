@@ -180,6 +180,66 @@ class RdmaTransportConnectTest {
                         + RdmaTestSupport.registeredChannels(group));
     }
 
+    /**
+     * iWARP listens on a TCP port as well: the port RDMA CM picked for a bind to port 0 may be held by a TCP socket
+     * (rdma_listen: EADDRINUSE; seen on soft-iWARP in CI). The server binds again on a fresh CM id, which picks another
+     * port, at most {@link RdmaServerSocketChannel#LISTEN_PORT_IN_USE_RETRIES} times; a port the application chose is
+     * not tried again. Emulated: the fabric fails the first listens on the address so.
+     */
+    @Test
+    @Timeout(value = 20, unit = TimeUnit.SECONDS)
+    void aListenPortInUseIsBoundAgainOnAnother() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "a port in use is injected by the emulated fabric");
+        InetAddress ip = InetAddress.getByName(RdmaTestSupport.address());
+        EmulatedFabric fabric = EmulatedFabric.defaultFabric();
+        fabric.failListensWithPortInUse(ip, RdmaServerSocketChannel.LISTEN_PORT_IN_USE_RETRIES);
+        Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ctx.writeAndFlush(msg);
+            }
+        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
+            Channel client = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    echoed.complete((ByteBuf) msg);
+                }
+            }).connect(server.localAddress()).sync().channel();
+            client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {4, 2})).sync();
+            ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
+            try {
+                assertEquals(Unpooled.wrappedBuffer(new byte[] {4, 2}), back);
+            } finally {
+                back.release();
+            }
+            client.close().sync();
+        } finally {
+            server.close().sync();
+        }
+
+        // one more failure than the server tries again: the bind fails with the listen's error
+        fabric.failListensWithPortInUse(ip, RdmaServerSocketChannel.LISTEN_PORT_IN_USE_RETRIES + 1);
+        ChannelFuture f = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter())
+                .bind(RdmaTestSupport.anyPort());
+        assertTrue(f.await(10, TimeUnit.SECONDS), "bind not done within 10 s");
+        assertTrue(String.valueOf(f.cause()).contains("EADDRINUSE"), () -> RdmaTestSupport.describe(f.cause()));
+        assertTrue(f.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the failure");
+
+        // a port the application chose: one failure is the bind's failure (a second listen would have succeeded)
+        int chosen = ((InetSocketAddress) server.localAddress()).getPort();
+        fabric.failListensWithPortInUse(ip, 1);
+        ChannelFuture g = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter())
+                .bind(new InetSocketAddress(ip, chosen));
+        assertTrue(g.await(10, TimeUnit.SECONDS), "bind not done within 10 s");
+        assertTrue(String.valueOf(g.cause()).contains("EADDRINUSE"), () -> RdmaTestSupport.describe(g.cause()));
+        assertTrue(g.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the failure");
+        RdmaTestSupport.awaitCondition("every attempt's CM id and registration released", () ->
+                RdmaTestSupport.registeredChannels(group) == 0, 5_000, () -> "registrations "
+                        + RdmaTestSupport.registeredChannels(group));
+    }
+
     @Test
     @Timeout(value = 20, unit = TimeUnit.SECONDS)
     void addressesOfBothEndsMatch() throws Exception {

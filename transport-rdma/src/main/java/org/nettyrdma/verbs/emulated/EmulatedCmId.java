@@ -135,7 +135,8 @@ final class EmulatedCmId implements CmId {
             if (state != State.BOUND) {
                 throw invalid("rdma_listen");
             }
-            if (fabric.listenerLocked(bound) != null && fabric.listenerLocked(bound) != this) {
+            if ((fabric.listenerLocked(bound) != null && fabric.listenerLocked(bound) != this)
+                    || fabric.takeListenPortInUse(bound.getAddress())) {
                 throw new VerbsException("rdma_listen", Errno.EADDRINUSE, bound.toString());
             }
             state = State.LISTENING;

@@ -42,6 +42,7 @@ public final class EmulatedFabric {
     private final List<EmulatedDevice> devices = new ArrayList<>();
     private final Set<InetAddress> blackholes = new HashSet<>();
     private final Map<InetSocketAddress, Integer> portsInUse = new HashMap<>();
+    private final Map<InetAddress, Integer> listenPortsInUse = new HashMap<>();
     private final List<EmulatedCmId> boundIds = new ArrayList<>();
     private final AtomicInteger qpNums = new AtomicInteger(0x11);
     private volatile EmulatedMemoryRegion[] keys = new EmulatedMemoryRegion[16];
@@ -123,14 +124,31 @@ public final class EmulatedFabric {
 
     /** Whether this connect to {@code remote} fails for a port in use (one of those {@link #failConnectsWithPortInUse}). */
     synchronized boolean takePortInUse(InetSocketAddress remote) {
-        Integer left = portsInUse.get(remote);
+        return countDown(portsInUse, remote);
+    }
+
+    /**
+     * The next {@code count} listens on {@code address} fail with -EADDRINUSE, as on iWARP when the port RDMA CM picked
+     * for a bind to port 0 is held by a TCP socket (soft-iWARP, seen in CI).
+     */
+    public synchronized void failListensWithPortInUse(InetAddress address, int count) {
+        listenPortsInUse.put(address, count);
+    }
+
+    /** Whether this listen on {@code address} fails for a port in use (one of those {@link #failListensWithPortInUse}). */
+    synchronized boolean takeListenPortInUse(InetAddress address) {
+        return countDown(listenPortsInUse, address);
+    }
+
+    private static <K> boolean countDown(Map<K, Integer> counts, K key) {
+        Integer left = counts.get(key);
         if (left == null) {
             return false;
         }
         if (left <= 1) {
-            portsInUse.remove(remote);
+            counts.remove(key);
         } else {
-            portsInUse.put(remote, left - 1);
+            counts.put(key, left - 1);
         }
         return true;
     }
