@@ -92,12 +92,13 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     }
 
     /**
-     * Starts over on a fresh CM id (event loop; registered): the old one is destroyed first, so that its port is free.
-     * For a port RDMA CM picked that a TCP socket holds (iWARP): the fresh id picks another.
+     * Starts over on a fresh CM id (event loop; registered), for a port RDMA CM picked that a TCP socket holds (iWARP):
+     * the fresh id picks another. If no id can be created, the channel keeps the old one.
      */
     final void replaceId() throws VerbsException {
+        CmId fresh = handler.resources().provider().createId(handler.cmChannel(), unsafe());
         destroyId();
-        id = handler.resources().provider().createId(handler.cmChannel(), unsafe());
+        id = fresh;
     }
 
     private void destroyId() {

@@ -64,6 +64,9 @@ interface DataPath {
      */
     boolean hasRoom();
 
+    /** Whether the send queue has a place for a request that needs no staging (a probe, an empty WRITE). */
+    boolean hasPlace();
+
     /** Whether send {@code slot} carries a control message (no payload). */
     boolean isControl(int slot);
 

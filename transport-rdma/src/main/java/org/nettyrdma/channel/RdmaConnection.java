@@ -88,6 +88,8 @@ final class RdmaConnection {
     private boolean heard;
     /** Whether work (a probe or a send) was posted and not completed at the last keep-alive tick. */
     private boolean postedAtLastTick;
+    /** The next {@link #nudge()}, while one is scheduled. */
+    private Future<?> nudge;
     /** How many times {@link #nudge()} has looked for room in the send queue. */
     private int nudgeChecks;
 
@@ -296,7 +298,7 @@ final class RdmaConnection {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
         if (res.iwarp) {
-            ch.eventLoop().schedule(this::nudge, NUDGE_MILLIS, TimeUnit.MILLISECONDS);
+            nudge = ch.eventLoop().schedule(this::nudge, NUDGE_MILLIS, TimeUnit.MILLISECONDS);
         }
     }
 
@@ -312,19 +314,22 @@ final class RdmaConnection {
      * {@link #NUDGE_CHECKS} times.
      */
     private void nudge() {
-        if (is(DESTROYED | PEER_GONE | FAILED | FIN_SENT | CLOSING) || ch.counters().messagesReceived > 0) {
+        nudge = null;
+        if (is(DESTROYED | PEER_GONE | FAILED | FIN_SENT | CLOSING | FIN_RECEIVED)
+                || ch.counters().messagesReceived > 0) {
             return;
         }
-        if (!sends.hasRoom()) {
+        if (!sends.hasPlace()) {
             if (++nudgeChecks < NUDGE_CHECKS) {
-                ch.eventLoop().schedule(this::nudge, NUDGE_MILLIS, TimeUnit.MILLISECONDS);
+                nudge = ch.eventLoop().schedule(this::nudge, NUDGE_MILLIS, TimeUnit.MILLISECONDS);
             }
             return;
         }
         try {
             sends.sendEmptyWrite();
         } catch (IOException e) {
-            unsafe.fail(e);
+            // the QP left RTS: the connection is going down, and its events say why
+            logger.debug("{}: nudge not posted, the connection is going down", ch, e);
         }
     }
 
@@ -612,7 +617,7 @@ final class RdmaConnection {
                         + "(RdmaChannelOption.KEEPALIVE_MILLIS)"));
                 return;
             }
-        } else if (sends.hasRoom()) {
+        } else if (sends.hasPlace()) {
             try {
                 sends.sendProbe(true);
             } catch (IOException e) {
@@ -894,6 +899,9 @@ final class RdmaConnection {
         }
         if (keepAlive != null) {
             keepAlive.cancel(false);
+        }
+        if (nudge != null) {
+            nudge.cancel(false);
         }
         if (res.destroy() && linger != null) {
             linger.release(); // its bytes in flight are no longer read: the QP is gone

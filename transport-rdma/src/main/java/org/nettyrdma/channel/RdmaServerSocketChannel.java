@@ -97,7 +97,8 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
                 break;
             } catch (VerbsException e) {
                 // iWARP listens on a TCP port as well: the port RDMA CM picked for port 0 may be held by a TCP socket
-                // (soft-iWARP, seen in CI). A fresh id picks another. A port the application chose stays its error.
+                // (soft-iWARP, seen in CI; elsewhere RDMA CM picks a free port). A fresh id picks another. A port the
+                // application chose stays its error.
                 if (e.errno() != Errno.EADDRINUSE || asked.getPort() != 0 || retries == LISTEN_PORT_IN_USE_RETRIES) {
                     throw e;
                 }

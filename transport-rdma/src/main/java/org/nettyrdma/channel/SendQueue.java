@@ -86,7 +86,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
      * Whether the next work request posted gets {@code FENCE} if the probe is still in flight: soft-iWARP completes a
      * SEND as soon as its TCP stack took it, before an RDMA READ posted ahead of it has its response, and completions
      * retire slots in posted order. Never on a READ: siw refuses a fenced READ and drops the connection (READs are
-     * only probes today, never posted while one is in flight; the READ rendezvous must keep to that).
+     * only probes today, never posted while one is in flight; should one be, the fence goes on the next request that is
+     * not a READ).
      */
     private boolean fenceNext;
     private long unsettledBytes;
@@ -350,9 +351,11 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             return;
         }
         if (fenceNext) {
-            fenceNext = false;
-            if (probeSlot >= 0) {
+            if (probeSlot < 0) {
+                fenceNext = false; // the probe completed: nothing to wait for
+            } else if (wrs.opcode(0) != WrOpcode.RDMA_READ) { // a READ is never fenced: the request after it is
                 wrs.sendFlags(0, wrs.sendFlags(0) | SendFlags.FENCE);
+                fenceNext = false;
             }
         }
         for (int i = 0; i < count; i++) {
@@ -433,6 +436,11 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     @Override
     public boolean hasRoom() {
         return hasRoom(1);
+    }
+
+    @Override
+    public boolean hasPlace() {
+        return inUse < depth;
     }
 
     @Override

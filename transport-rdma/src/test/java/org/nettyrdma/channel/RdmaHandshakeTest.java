@@ -239,8 +239,9 @@ class RdmaHandshakeTest {
      * iWARP: soft-iWARP installs its receive path on an accepted connection only after it has sent the MPA reply, and
      * a frame that arrives in between stays unread in the socket until more data arrives (docs/protocol.md). A server
      * that speaks first, to a client that says nothing after its greeting, must still be heard: the connecting side's
-     * zero-byte READ after the greeting is that data. The emulated fabric plays the window (it holds the greeting until
-     * the client posts more); without the READ the server never hears the greeting and the hello never comes.
+     * zero-byte RDMA WRITE after the greeting (the nudge) is that data. The emulated fabric plays the window (it holds
+     * the greeting until the client posts more); without the nudge the server never hears the greeting and the hello
+     * never comes.
      */
     @Test
     void aServerThatSpeaksFirstIsHeardThoughTheGreetingWasHeldOnIwarp() throws Exception {

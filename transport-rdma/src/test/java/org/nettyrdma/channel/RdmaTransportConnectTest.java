@@ -193,12 +193,17 @@ class RdmaTransportConnectTest {
         InetAddress ip = InetAddress.getByName(RdmaTestSupport.address());
         EmulatedFabric fabric = EmulatedFabric.defaultFabric();
         fabric.failListensWithPortInUse(ip, RdmaServerSocketChannel.LISTEN_PORT_IN_USE_RETRIES);
-        Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter() {
-            @Override
-            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                ctx.writeAndFlush(msg);
-            }
-        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        Channel server;
+        try {
+            server = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    ctx.writeAndFlush(msg);
+                }
+            }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        } finally {
+            fabric.failListensWithPortInUse(ip, 0);
+        }
         try {
             CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
             Channel client = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter() {
@@ -221,20 +226,31 @@ class RdmaTransportConnectTest {
 
         // one more failure than the server tries again: the bind fails with the listen's error
         fabric.failListensWithPortInUse(ip, RdmaServerSocketChannel.LISTEN_PORT_IN_USE_RETRIES + 1);
-        ChannelFuture f = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter())
-                .bind(RdmaTestSupport.anyPort());
-        assertTrue(f.await(10, TimeUnit.SECONDS), "bind not done within 10 s");
-        assertTrue(String.valueOf(f.cause()).contains("EADDRINUSE"), () -> RdmaTestSupport.describe(f.cause()));
-        assertTrue(f.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the failure");
+        try {
+            ChannelFuture f = RdmaTestSupport.serverBootstrap(group, group)
+                    .childHandler(new ChannelInboundHandlerAdapter()).bind(RdmaTestSupport.anyPort());
+            assertTrue(f.await(10, TimeUnit.SECONDS), "bind not done within 10 s");
+            assertTrue(String.valueOf(f.cause()).contains("EADDRINUSE"), () -> RdmaTestSupport.describe(f.cause()));
+            assertTrue(f.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the failure");
+        } finally {
+            fabric.failListensWithPortInUse(ip, 0);
+        }
 
         // a port the application chose: one failure is the bind's failure (a second listen would have succeeded)
         int chosen = ((InetSocketAddress) server.localAddress()).getPort();
         fabric.failListensWithPortInUse(ip, 1);
-        ChannelFuture g = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter())
-                .bind(new InetSocketAddress(ip, chosen));
-        assertTrue(g.await(10, TimeUnit.SECONDS), "bind not done within 10 s");
-        assertTrue(String.valueOf(g.cause()).contains("EADDRINUSE"), () -> RdmaTestSupport.describe(g.cause()));
-        assertTrue(g.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the failure");
+        try {
+            ChannelFuture g = RdmaTestSupport.serverBootstrap(group, group)
+                    .childHandler(new ChannelInboundHandlerAdapter()).bind(new InetSocketAddress(ip, chosen));
+            assertTrue(g.await(10, TimeUnit.SECONDS), "bind not done within 10 s");
+            assertTrue(String.valueOf(g.cause()).contains("EADDRINUSE"), () -> RdmaTestSupport.describe(g.cause()));
+            assertTrue(g.channel().closeFuture().await(5, TimeUnit.SECONDS), "channel not closed after the failure");
+            // the injected failure was that bind's (not a port taken otherwise): the same port binds now
+            RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter())
+                    .bind(new InetSocketAddress(ip, chosen)).sync().channel().close().sync();
+        } finally {
+            fabric.failListensWithPortInUse(ip, 0);
+        }
         RdmaTestSupport.awaitCondition("every attempt's CM id and registration released", () ->
                 RdmaTestSupport.registeredChannels(group) == 0, 5_000, () -> "registrations "
                         + RdmaTestSupport.registeredChannels(group));

@@ -129,10 +129,14 @@ public final class EmulatedFabric {
 
     /**
      * The next {@code count} listens on {@code address} fail with -EADDRINUSE, as on iWARP when the port RDMA CM picked
-     * for a bind to port 0 is held by a TCP socket (soft-iWARP, seen in CI).
+     * for a bind to port 0 is held by a TCP socket (soft-iWARP, seen in CI). 0: none (again).
      */
     public synchronized void failListensWithPortInUse(InetAddress address, int count) {
-        listenPortsInUse.put(address, count);
+        if (count > 0) {
+            listenPortsInUse.put(address, count);
+        } else {
+            listenPortsInUse.remove(address);
+        }
     }
 
     /** Whether this listen on {@code address} fails for a port in use (one of those {@link #failListensWithPortInUse}). */
