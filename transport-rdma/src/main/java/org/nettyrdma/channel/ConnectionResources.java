@@ -88,14 +88,13 @@ final class ConnectionResources {
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
         QueuePair createdQp = null;
-        ReceiveQueue receives = null;
+        QueuePairReceives receives = null;
         boolean ok = false;
         try {
             createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount, maxSge,
                     1, maxInline, false));
-            receives = new ReceiveQueue(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
-                    wrIdBase | RECV_BIT, new ReceiveQueue.LendLimits(ch.counters(), config.getMaxLentReceiveBytes(),
-                    handler.counters(), handler.config().getMaxLentReceiveBytes()), ch.eventLoop());
+            receives = new QueuePairReceives(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
+                    wrIdBase | RECV_BIT, ch.counters(), handler.counters());
             receives.postAll();
             ok = true;
         } finally {
@@ -108,7 +107,9 @@ final class ConnectionResources {
             }
         }
         qp = createdQp;
-        recv = receives;
+        recv = new ReceiveQueue(receives, recvCount, new ReceiveQueue.LendLimits(ch.counters(),
+                config.getMaxLentReceiveBytes(), handler.counters(), handler.config().getMaxLentReceiveBytes()),
+                ch.eventLoop());
         count(1, (long) recvCount * receiveMemory().slotSize(recvSize));
     }
 

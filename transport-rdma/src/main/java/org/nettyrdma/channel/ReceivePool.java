@@ -209,12 +209,22 @@ final class ReceivePool implements AutoCloseable {
 
     /** Takes back a buffer of this pool's size that was taken and is done with: it is posted again before new ones. */
     void recycle(RdmaByteBuf buf) {
-        if (spareCount < spares.length && !closed) {
-            buf.clear();
-            spares[spareCount++] = buf;
-        } else {
+        if (!keep(buf)) {
             buf.release();
         }
+    }
+
+    /**
+     * Keeps {@code buf} as a spare if it is of this pool's size and there is room (a lent buffer released on the loop,
+     * or one {@link #recycle}d); returns whether it did. The caller frees a buffer not kept.
+     */
+    boolean keep(RdmaByteBuf buf) {
+        if (closed || spareCount == spares.length || buf.capacity() != bufferSize) {
+            return false;
+        }
+        buf.clear();
+        spares[spareCount++] = buf;
+        return true;
     }
 
     /**

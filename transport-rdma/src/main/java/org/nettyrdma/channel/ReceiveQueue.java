@@ -4,33 +4,25 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.EventLoop;
 import io.netty.channel.RecvByteBufAllocator;
-import io.netty.util.internal.logging.InternalLogger;
-import io.netty.util.internal.logging.InternalLoggerFactory;
-import org.nettyrdma.verbs.MemoryRegion;
-import org.nettyrdma.verbs.ProtectionDomain;
-import org.nettyrdma.verbs.QueuePair;
 import org.nettyrdma.verbs.VerbsException;
-import org.nettyrdma.verbs.WorkRequestList;
 
 /**
- * The receive side of one connection: a receive posted in each of its slots, each into a buffer of its own from a
- * registered pool, and what arrived, in order, until the pipeline takes it.
+ * The receive side of one connection: what arrived, in order, until the pipeline takes it, in the slots of its
+ * {@link ReceiveSlots} (its own queue pair's receives, or buffers of its loop's shared receive queue).
  *
- * <p>Lending (docs/protocol.md, "Receiving"): a DATA buffer goes to the pipeline as it is, and its slot is posted again
- * at once with a fresh buffer, so the peer's credit comes back whatever the application does with the buffer, as
- * Netty's io_uring transport does with its buffer ring. Lent bytes are bounded per channel and per event loop
- * ({@link LendLimits}); past a bound the bytes are copied out and the same buffer is posted again. Backpressure comes
- * only from reading: a slot whose message the pipeline has not read yet is not posted again.
+ * <p>Lending (docs/protocol.md, "Receiving"): a DATA buffer goes to the pipeline as it is, and its slot goes on
+ * without it (its own receive is posted again at once with a fresh buffer), so the peer's credit comes back whatever
+ * the application does with the buffer, as Netty's io_uring transport does with its buffer ring. Lent bytes are
+ * bounded per channel and per event loop ({@link LendLimits}); past a bound the bytes are copied out and the buffer
+ * receives again. Backpressure comes only from reading: a slot whose message the pipeline has not read yet does not
+ * receive again.
  *
  * <p>Event loop only, except {@link #returned(int)}: a lent buffer is released on any thread.
  */
 final class ReceiveQueue implements RdmaByteBuf.LendHook {
-    private static final InternalLogger logger = InternalLoggerFactory.getInstance(ReceiveQueue.class);
     private static final int FIN = -1;
     /** A pending entry in the WRITE ring (protocol v2): offset and end are ring offsets. */
     private static final int RING = -2;
-    /** Released lent buffers kept to be posted again (released on the loop: no pool round trip). */
-    static final int MAX_SPARES = 8;
 
     /** The bounds of lent bytes and where they are counted: the channel's and the loop's counters. */
     static final class LendLimits {
@@ -47,18 +39,9 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         }
     }
 
-    private final QueuePair qp;
-    private final ProtectionDomain pd;
-    private final RdmaByteBufAllocator pool;
-    private final int size;
-    private final long wrIdBase;
+    private final ReceiveSlots slots;
     private final LendLimits limits;
-    private final WorkRequestList wrs = new WorkRequestList(1, 1);
-    /** The buffer of each slot: posted, or received and not yet delivered. */
-    private final RdmaByteBuf[] bufs;
     private final EventLoop loop;
-    private final RdmaByteBuf[] spares = new RdmaByteBuf[MAX_SPARES];
-    private int spareCount;
 
     // received, not yet delivered, in order: slot, offset, end (a FIN: slot -1)
     private final int[] pendSlot;
@@ -66,68 +49,30 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
     private final int[] pendEnd;
     private int pendHead;
     private int pendCount;
-    /** DATA receives posted again since {@link #takeReposted()}: credits the peer is owed. */
+    /** DATA receives given back since {@link #takeReposted()}: credits the peer is owed. */
     private int reposted;
     private boolean closed;
     /** Protocol v2: this side's WRITE ring, whose messages wait here in order with the SENDs' ones; or null. */
     private LocalRing ring;
 
-    /**
-     * Takes a buffer of {@code size} bytes for each of {@code count} slots of {@code qp} (work request ids
-     * {@code wrIdBase | slot}); {@link #postAll()} posts them. On failure nothing stays allocated.
-     */
-    ReceiveQueue(QueuePair qp, ProtectionDomain pd, RdmaByteBufAllocator pool, int size, int count, long wrIdBase,
-                 LendLimits limits, EventLoop loop) {
-        this.qp = qp;
-        this.loop = loop;
-        this.pd = pd;
-        this.pool = pool;
-        this.size = size;
-        this.wrIdBase = wrIdBase;
+    /** The receive side over {@code slots}, of which at most {@code count} hold messages at once. */
+    ReceiveQueue(ReceiveSlots slots, int count, LendLimits limits, EventLoop loop) {
+        this.slots = slots;
         this.limits = limits;
-        bufs = new RdmaByteBuf[count];
+        this.loop = loop;
         pendSlot = new int[count + 1];
         pendOffset = new int[count + 1];
         pendEnd = new int[count + 1];
-        boolean ok = false;
-        try {
-            for (int slot = 0; slot < count; slot++) {
-                bufs[slot] = pool.untrackedBuffer(size, size);
-            }
-            ok = true;
-        } finally {
-            if (!ok) {
-                close();
-            }
-        }
-    }
-
-    /** Posts every slot's receive. If it fails, the caller destroys the QP, then {@link #close()}s this queue. */
-    void postAll() throws VerbsException {
-        for (int slot = 0; slot < bufs.length; slot++) {
-            post(slot, bufs[slot]);
-        }
     }
 
     /** The receive buffer of {@code slot}, to read a message's header from (event loop only). */
     ByteBuf buffer(int slot) {
-        return bufs[slot];
+        return slots.buffer(slot);
     }
 
-    private void post(int slot, RdmaByteBuf buf) throws VerbsException {
-        MemoryRegion mr = buf.region().memoryRegion(pd);
-        wrs.setRecv(0, wrIdBase | slot).addSge(0, mr.address() + buf.regionOffset(), size, mr.lkey());
-        int rc = qp.postRecv(wrs, 0, 1);
-        if (rc < 0) {
-            throw new VerbsException("ibv_post_recv", -rc);
-        }
-        limits.channel.workRequestsPosted++;
-        limits.loop.workRequestsPosted++;
-    }
-
-    /** Posts the receive of {@code slot} again, into the buffer it had; the message in it was consumed. */
+    /** The message in {@code slot} was consumed: its buffer receives again. */
     void repost(int slot) throws VerbsException {
-        post(slot, bufs[slot]);
+        slots.consumed(slot);
     }
 
     /** Queues DATA received in {@code slot}, bytes {@code [offset, end)}, for the pipeline. */
@@ -178,8 +123,8 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
 
     /**
      * The next buffer for the pipeline, as a socket read gives it: the receive buffer itself when the allocator's guess
-     * covers what is left of it and the lending bounds allow (its slot is posted again with a fresh buffer), otherwise
-     * a copy of as much as a buffer of {@code copyTo} takes (the slot is posted again once its message is consumed).
+     * covers what is left of it and the lending bounds allow (its slot goes on without it), otherwise a copy of as much
+     * as a buffer of {@code copyTo} takes (the buffer receives again once its message is consumed).
      */
     ByteBuf nextRead(RecvByteBufAllocator.Handle allocHandle, ByteBufAllocator copyTo) throws VerbsException {
         int slot = pendSlot[pendHead];
@@ -203,7 +148,7 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         ByteBuf buf = allocHandle.allocate(copyTo);
         int n = Math.min(buf.writableBytes(), remaining);
         allocHandle.attemptedBytesRead(buf.writableBytes());
-        buf.writeBytes(bufs[slot], offset, n);
+        buf.writeBytes(slots.buffer(slot), offset, n);
         limits.channel.receiveCopies++;
         limits.channel.receiveCopiedBytes += n;
         limits.loop.receiveCopies++;
@@ -254,33 +199,15 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
     }
 
     /**
-     * The buffer of {@code slot}, lent with {@code [offset, end)}, after a fresh buffer was posted in its place; or
-     * {@code null} if the lending bounds or memory don't allow that (the caller copies instead).
+     * The buffer of {@code slot}, lent with {@code [offset, end)}, after its slot went on without it; or {@code null}
+     * if the lending bounds or memory don't allow that (the caller copies instead).
      */
     private ByteBuf lend(int slot, int offset, int end) throws VerbsException {
-        RdmaByteBuf buf = bufs[slot];
+        RdmaByteBuf buf = slots.buffer(slot);
         int bytes = buf.capacity();
         if (limits.channel.lentBytes.get() + bytes > limits.channelLimit
-                || limits.loop.lentBytes.get() + bytes > limits.loopLimit) {
+                || limits.loop.lentBytes.get() + bytes > limits.loopLimit || !slots.handOver(slot)) {
             return null;
-        }
-        RdmaByteBuf fresh = null;
-        try {
-            fresh = spareCount > 0 ? spares[--spareCount] : pool.untrackedBuffer(size, size);
-            fresh.region().memoryRegion(pd); // registers a new pool region here, or fails before anything changed
-        } catch (VerbsException | OutOfMemoryError e) {
-            if (fresh != null) {
-                fresh.release(); // allocated, not registered (memlock limit, max_mr)
-            }
-            logger.debug("no fresh receive buffer ({}); copying the received bytes instead", e.toString());
-            return null;
-        }
-        bufs[slot] = fresh;
-        try {
-            post(slot, fresh);
-        } catch (VerbsException e) {
-            buf.release(); // not lent: the channel fails, close() frees the fresh one
-            throw e;
         }
         // counted before the pipeline sees it; only one thread (this loop) adds, so the bounds hold
         limits.channel.lentBytes.addAndGet(bytes);
@@ -290,12 +217,8 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
 
     @Override
     public boolean reclaim(RdmaByteBuf buf) {
-        // on the loop only: the spares are the loop's; a buffer the application resized goes back to the pool
-        if (!loop.inEventLoop() || closed || spareCount == MAX_SPARES || buf.capacity() != size) {
-            return false;
-        }
-        spares[spareCount++] = buf;
-        return true;
+        // on the loop only: the slots' spares are the loop's
+        return loop.inEventLoop() && !closed && slots.keep(buf);
     }
 
     @Override
@@ -336,14 +259,6 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         }
         closed = true;
         pendCount = 0;
-        while (spareCount > 0) {
-            spares[--spareCount].release();
-        }
-        for (int i = 0; i < bufs.length; i++) {
-            if (bufs[i] != null) {
-                bufs[i].release();
-                bufs[i] = null;
-            }
-        }
+        slots.close();
     }
 }

@@ -213,7 +213,7 @@ class RdmaTransportBackpressureTest {
         assertEquals(0, RdmaTestSupport.pendingWriteBytes(client), "client outbound buffer after everything was sent");
         // the child may keep a few released receive buffers to post again (ReceiveQueue's spares), nothing more
         RdmaTestSupport.awaitCondition("registered buffers released", () -> RdmaByteBufAllocator.DEFAULT.buffersInUse()
-                <= baselineBuffers + ReceiveQueue.MAX_SPARES, 10_000, state);
+                <= baselineBuffers + QueuePairReceives.MAX_SPARES, 10_000, state);
         assertTrue(writeFailures.isEmpty(), state.get());
         assertTrue(writability.exceptions.isEmpty(), state.get());
         assertTrue(serverErrors.exceptions.isEmpty() && reader.exceptions.isEmpty(), state.get());

@@ -1,0 +1,90 @@
+package org.nettyrdma.channel;
+
+/**
+ * A connection's receives from its loop's shared receive queue ({@link ReceivePool}, docs/srq-design.md): the buffer
+ * of a shared receive that completed for this connection is held in a slot of its own until the message in it is
+ * consumed, then goes back to the pool, which posts receives for all its connections; a lent buffer simply leaves its
+ * slot (the pool posts a new one). There are as many slots as messages the peer may have sent unread (the most credits
+ * it can hold): one more arriving is a protocol violation. Not yet used by the transport (step 7 of the design).
+ * Event loop only.
+ */
+final class PooledReceives implements ReceiveSlots {
+    private final ReceivePool pool;
+    private final RdmaByteBuf[] held;
+    /** Free slots, a stack. */
+    private final int[] free;
+    private int freeCount;
+    private boolean closed;
+
+    /** Receives from {@code pool}, at most {@code count} messages held at once. */
+    PooledReceives(ReceivePool pool, int count) {
+        this.pool = pool;
+        held = new RdmaByteBuf[count];
+        free = new int[count];
+        for (int i = 0; i < count; i++) {
+            free[i] = count - 1 - i; // slot 0 on top
+        }
+        freeCount = count;
+    }
+
+    /**
+     * Takes the buffer of the pool's receive {@code wrId}, which completed for this connection, into a free slot and
+     * returns the slot; or -1, the buffer given back to the pool, if every slot holds a message already (the peer sent
+     * more than its credits allowed).
+     */
+    int hold(long wrId) {
+        RdmaByteBuf buf = pool.take(wrId);
+        if (freeCount == 0 || closed) {
+            pool.recycle(buf);
+            return -1;
+        }
+        int slot = free[--freeCount];
+        held[slot] = buf;
+        return slot;
+    }
+
+    @Override
+    public RdmaByteBuf buffer(int slot) {
+        return held[slot];
+    }
+
+    @Override
+    public void consumed(int slot) {
+        pool.recycle(release(slot));
+    }
+
+    @Override
+    public boolean handOver(int slot) {
+        release(slot);
+        return true;
+    }
+
+    private RdmaByteBuf release(int slot) {
+        RdmaByteBuf buf = held[slot];
+        if (buf == null) {
+            throw new IllegalStateException("receive slot " + slot + " holds no message");
+        }
+        held[slot] = null;
+        free[freeCount++] = slot;
+        return buf;
+    }
+
+    @Override
+    public boolean keep(RdmaByteBuf buf) {
+        return pool.keep(buf);
+    }
+
+    /** Gives the buffers of the messages not consumed back to the pool. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (int slot = 0; slot < held.length; slot++) {
+            if (held[slot] != null) {
+                consumed(slot);
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.UnpooledByteBufAllocator;
+import io.netty.channel.EventLoop;
+import io.netty.channel.FixedRecvByteBufAllocator;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.embedded.EmbeddedChannel;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.nettyrdma.verbs.ProtectionDomain;
+import org.nettyrdma.verbs.emulated.EmulatedProvider;
+
+import java.nio.charset.StandardCharsets;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A connection's receive side over its loop's shared receive pool (docs/srq-design.md, step 7): messages held in the
+ * connection's slots in order, lent or copied as with its own receives, their buffers back to the pool, a message
+ * beyond the slots refused. The pool's receives are taken by wr_id here (the pool's bookkeeping, as ReceivePoolTest);
+ * the transport does not use the pool yet.
+ */
+class PooledReceivesTest {
+    private static final int SIZE = 1024;
+    private static final int COUNT = 4;
+    private ProtectionDomain pd;
+    private RdmaByteBufAllocator alloc;
+    private ReceivePool pool;
+    private EmbeddedChannel loopOwner;
+    private final RdmaCounters channel = new RdmaCounters();
+    private final RdmaCounters loopCounters = new RdmaCounters();
+    private int base;
+
+    @BeforeEach
+    void open() throws Exception {
+        pd = EmulatedProvider.create().devices().get(0).allocPd();
+        alloc = new RdmaByteBufAllocator(true);
+        base = alloc.buffersInUse();
+        pool = new ReceivePool(pd.createSharedReceiveQueue(1024, 1), 64, alloc, SIZE, 0);
+        assertTrue(pool.tryReserve(COUNT));
+        assertEquals(COUNT + 16, pool.refill());
+        loopOwner = new EmbeddedChannel(); // an event loop this thread is in
+    }
+
+    @AfterEach
+    void close() throws Exception {
+        pool.close();
+        assertEquals(base, alloc.buffersInUse(), "every buffer back: the pool's, the slots', the lent ones");
+        alloc.deregister(pd);
+        pd.close();
+        loopOwner.finishAndReleaseAll();
+    }
+
+    private ReceiveQueue queue(PooledReceives slots, long lendLimit) {
+        EventLoop loop = loopOwner.eventLoop();
+        return new ReceiveQueue(slots, COUNT,
+                new ReceiveQueue.LendLimits(channel, lendLimit, loopCounters, lendLimit), loop);
+    }
+
+    /** A message "arrives" in the pool's receive {@code i}: its bytes written, then held by the connection. */
+    private int arrive(PooledReceives slots, int i, String text) {
+        long wrId = pool.wrId(i);
+        int slot = slots.hold(wrId);
+        assertTrue(slot >= 0);
+        RdmaByteBuf buf = slots.buffer(slot);
+        buf.setCharSequence(RdmaProtocol.HEADER_LENGTH, text, StandardCharsets.US_ASCII);
+        return slot;
+    }
+
+    private static RecvByteBufAllocator.Handle handle(int guess) {
+        return new FixedRecvByteBufAllocator(guess).newHandle();
+    }
+
+    /** The buffer under a lent one (leak detection may wrap it). */
+    private static ByteBuf underlying(ByteBuf lent) {
+        return lent.unwrap() != null ? lent.unwrap() : lent;
+    }
+
+    @Test
+    void messagesAreReadInOrderLentOrCopiedAndTheirBuffersGoBackToThePool() throws Exception {
+        PooledReceives slots = new PooledReceives(pool, COUNT);
+        ReceiveQueue rq = queue(slots, 1 << 20);
+        int h = RdmaProtocol.HEADER_LENGTH;
+        int a = arrive(slots, 0, "first");
+        int b = arrive(slots, 1, "second");
+        assertNotSame(slots.buffer(a), slots.buffer(b));
+        rq.enqueue(a, h, h + 5);
+        rq.enqueue(b, h, h + 6);
+        assertEquals(COUNT + 16 - 2, pool.posted());
+        int inUse = alloc.buffersInUse();
+
+        // lent: the very buffer, and its slot is free at once
+        RdmaByteBuf first = slots.buffer(a);
+        ByteBuf lent = rq.nextRead(handle(SIZE), UnpooledByteBufAllocator.DEFAULT);
+        assertSame(first, underlying(lent));
+        assertEquals("first", lent.toString(StandardCharsets.US_ASCII));
+        assertEquals(SIZE, channel.lentBytes.get());
+        assertEquals(SIZE, loopCounters.lentBytes.get());
+        assertEquals(1, rq.takeReposted(), "its credit is owed");
+        assertEquals(2, pool.refill(), "the pool posts receives for the two messages taken");
+        assertEquals(inUse + 2, alloc.buffersInUse(), "two new buffers: no spare yet");
+
+        // copied (a guess below the message): in two reads, then its buffer goes back to the pool's spares
+        ByteBuf part = rq.nextRead(handle(4), UnpooledByteBufAllocator.DEFAULT);
+        assertEquals("seco", part.toString(StandardCharsets.US_ASCII));
+        part.release();
+        assertEquals(0, rq.takeReposted(), "not consumed yet");
+        ByteBuf rest = rq.nextRead(handle(4), UnpooledByteBufAllocator.DEFAULT);
+        assertEquals("nd", rest.toString(StandardCharsets.US_ASCII));
+        rest.release();
+        assertEquals(1, rq.takeReposted());
+        assertFalse(rq.hasPending());
+        assertEquals(inUse + 2, alloc.buffersInUse(), "the copied message's buffer is the pool's spare");
+
+        // the lent buffer released on the loop becomes a spare of the pool too: refills need no new buffer
+        lent.release();
+        assertEquals(0, channel.lentBytes.get());
+        assertEquals(0, loopCounters.lentBytes.get());
+        assertEquals(inUse + 2, alloc.buffersInUse(), "kept by the pool, not freed");
+        pool.recycle(pool.take(pool.wrId(2)));
+        pool.recycle(pool.take(pool.wrId(3)));
+        pool.take(pool.wrId(4)).release();
+        pool.take(pool.wrId(5)).release();
+        assertEquals(4, pool.refill());
+        assertEquals(inUse, alloc.buffersInUse(), "two spares posted, no buffer allocated");
+        rq.close();
+    }
+
+    @Test
+    void aMessageBeyondTheSlotsIsRefusedAndItsBufferGoesBack() throws Exception {
+        PooledReceives slots = new PooledReceives(pool, COUNT);
+        for (int i = 0; i < COUNT; i++) {
+            assertEquals(i, slots.hold(pool.wrId(i)), "slot 0 first, then the next");
+        }
+        int inUse = alloc.buffersInUse();
+        assertEquals(-1, slots.hold(pool.wrId(COUNT)), "more messages than the peer may have sent unread");
+        assertEquals(inUse, alloc.buffersInUse(), "its buffer is the pool's spare");
+        slots.consumed(2);
+        assertEquals(2, slots.hold(pool.wrId(COUNT + 1)), "a consumed message's slot is free again");
+        RdmaByteBuf lent = slots.buffer(0);
+        assertTrue(slots.handOver(0), "lent: the slot goes on without its buffer");
+        assertThrows(IllegalStateException.class, () -> slots.consumed(0), "slot 0 holds nothing now");
+        slots.close();
+        assertEquals(inUse, alloc.buffersInUse(), "closing gives the held buffers to the pool");
+        assertEquals(-1, slots.hold(pool.wrId(COUNT + 3)), "closed: nothing held any more");
+        lent.release();
+    }
+}
