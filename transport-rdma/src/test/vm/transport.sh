@@ -14,6 +14,7 @@
 # tests) and boots the VM with itself; in a guest (NETTY_RDMA_VM=1, e.g. one step of a longer vm/run command) it runs
 # the tests directly. JAVA_HOME picks the JDK (the guest sees the host's).
 # Netty's leak detector runs at $TRANSPORT_LEAK_LEVEL (default paranoid, as on the host) and a leak fails the class.
+# $TRANSPORT_JAVA_OPTS (words) go to the tests' JVM, e.g. TRANSPORT_JAVA_OPTS=-Dorg.nettyrdma.sharedReceiveQueue=true.
 # Prints a line per test, then "N passed, N failed, N skipped" per device and for all.
 # Exit code: 0 if nothing failed, 1 failures (or nothing passed), 2 unusable; vm/run's 124 (timeout) or 125 (no VM).
 set -euo pipefail
@@ -55,9 +56,11 @@ for dev in "${RXE_NETDEV:-rxe-a}=$RXE_IP" "${SIW_NETDEV:-siw-a}=$SIW_IP"; do
   blackholes+=("$bh")
 done
 leak=${TRANSPORT_LEAK_LEVEL:-paranoid}
+read -r -a java_opts <<< "${TRANSPORT_JAVA_OPTS:-}"
 
-echo "transport.sh: $("$vm_java" -version 2>&1 | head -1), devices ${devices[*]}, scale $scale, leak detection $leak"
-exec "$vm_java" -Xcheck:jni -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+echo "transport.sh: $("$vm_java" -version 2>&1 | head -1), devices ${devices[*]}, scale $scale, leak detection $leak" \
+  "${java_opts[*]:+, JVM options ${java_opts[*]}}"
+exec "$vm_java" -Xcheck:jni -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${java_opts[@]}" \
   -Dio.netty.leakDetection.level="$leak" \
   -Dio.netty.customResourceLeakDetector=org.nettyrdma.testing.FailingLeakDetector \
   -Dorg.nettyrdma.test.provider=native -Dorg.nettyrdma.test.scale="$scale" \

@@ -27,6 +27,10 @@ final class ConnectionResources {
 
     final QueuePair qp;
     final ReceiveQueue recv;
+    /** The receives taken from the loop's shared pool, or null: the connection posts its own. */
+    final PooledReceives pooled;
+    /** The loop's shared receive pool this connection reserved its receives in, or null. */
+    private final ReceivePool pool;
     /** Set by {@link #openSendQueue}. */
     SendQueue sends;
     /** This side's WRITE ring when protocol v2's ring was negotiated; set by {@link #openSendQueue}. */
@@ -41,8 +45,9 @@ final class ConnectionResources {
     final boolean offersWriteRing;
     /**
      * Whether this side offers pooled credits (handshake flag bit 2, docs/srq-design.md section 2): only when its
-     * receives come from a loop's shared pool, which is not built yet (step 7), so never; the handshake's extension is
-     * parsed and checked already, and a peer that offers it gets v1.
+     * receives come from a loop's shared pool and its window can grow and shrink there (step 8, not built), so never
+     * yet: a connection on the pool reserves its whole window. The handshake's extension is parsed and checked
+     * already, and a peer that offers it gets v1.
      */
     final boolean offersPooledCredits = false;
     /** Whether this side may post RDMA READs (the device allows a READ in flight per QP): the keep-alive probes. */
@@ -88,29 +93,56 @@ final class ConnectionResources {
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
         QueuePair createdQp = null;
-        QueuePairReceives receives = null;
+        // receives from the loop's shared pool where asked and it has room for this connection's, else its own
+        ReceivePool sharedPool = handler.config().isSharedReceiveQueue()
+                ? handler.receivePool(queues, recvSize, receiveMemory()) : null;
+        if (sharedPool != null && !sharedPool.tryReserve(recvCount)) {
+            sharedPool = null;
+        }
+        QueuePairReceives own = null;
+        PooledReceives shared = null;
         boolean ok = false;
         try {
-            createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth, recvCount, maxSge,
-                    1, maxInline, false));
-            receives = new QueuePairReceives(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
-                    wrIdBase | RECV_BIT, ch.counters(), handler.counters());
-            receives.postAll();
+            createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth,
+                    sharedPool != null ? 0 : recvCount, maxSge, sharedPool != null ? 0 : 1, maxInline, false,
+                    sharedPool != null ? sharedPool.queue() : null));
+            if (sharedPool != null) {
+                shared = new PooledReceives(sharedPool, recvCount);
+                ch.registration.bindSharedReceives(createdQp.qpNum());
+                handler.refill(sharedPool); // this connection's receives are posted before its peer can send
+            } else {
+                own = new QueuePairReceives(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
+                        wrIdBase | RECV_BIT, ch.counters(), handler.counters());
+                own.postAll();
+            }
             ok = true;
         } finally {
             if (!ok) {
                 // in reverse order; the receive buffers only once no receive can reference them
-                if (createdQp != null && closeQp(createdQp) && receives != null) {
-                    receives.close();
+                boolean qpGone = createdQp != null && closeQp(createdQp);
+                if (qpGone && own != null) {
+                    own.close();
+                }
+                if (sharedPool != null && (qpGone || createdQp == null)) {
+                    ch.registration.unbindSharedReceives();
+                    sharedPool.release(recvCount);
                 }
                 queues.release(reservedCqEntries);
             }
         }
         qp = createdQp;
-        recv = new ReceiveQueue(receives, recvCount, new ReceiveQueue.LendLimits(ch.counters(),
+        pool = sharedPool;
+        pooled = shared;
+        recv = new ReceiveQueue(shared != null ? shared : own, recvCount, new ReceiveQueue.LendLimits(ch.counters(),
                 config.getMaxLentReceiveBytes(), handler.counters(), handler.config().getMaxLentReceiveBytes()),
                 ch.eventLoop());
+        // on the shared pool: the receives it reserved there (the pool's margin and spares are not counted yet)
         count(1, (long) recvCount * receiveMemory().slotSize(recvSize));
+    }
+
+    /** For tests: the loop's shared receive pool this connection's receives come from, or null (its own). */
+    ReceivePool receivePool() {
+        return pool;
     }
 
     /** For tests: the loop's send staging this connection's SENDs take slots from (null before the handshake). */
@@ -190,6 +222,11 @@ final class ConnectionResources {
             sends.stopWaiting();
         }
         boolean qpGone = closeQp(qp);
+        if (pool != null && qpGone) {
+            // its receives still in the queue's completions are orphans now: they go back to the pool
+            ch.registration.unbindSharedReceives();
+            pool.release(recvCount);
+        }
         queues.release(reservedCqEntries);
         try {
             if (qpGone) {

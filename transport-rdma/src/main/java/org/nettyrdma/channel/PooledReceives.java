@@ -1,12 +1,14 @@
 package org.nettyrdma.channel;
 
+import org.nettyrdma.verbs.VerbsException;
+
 /**
  * A connection's receives from its loop's shared receive queue ({@link ReceivePool}, docs/srq-design.md): the buffer
  * of a shared receive that completed for this connection is held in a slot of its own until the message in it is
- * consumed, then goes back to the pool, which posts receives for all its connections; a lent buffer simply leaves its
- * slot (the pool posts a new one). There are as many slots as messages the peer may have sent unread (the most credits
- * it can hold): one more arriving is a protocol violation. Not yet used by the transport (step 7 of the design).
- * Event loop only.
+ * consumed, then goes back to the pool, which posts a receive for it at once (before the credit goes back); a lent
+ * buffer leaves its slot, and the pool posts a new one. There are as many slots as messages the peer may have sent
+ * unread (the most credits it can hold): one more arriving is a protocol violation. Used where
+ * {@link RdmaIoHandlerConfig#setSharedReceiveQueue} is on. Event loop only.
  */
 final class PooledReceives implements ReceiveSlots {
     private final ReceivePool pool;
@@ -40,6 +42,7 @@ final class PooledReceives implements ReceiveSlots {
         }
         int slot = free[--freeCount];
         held[slot] = buf;
+        pool.held(1);
         return slot;
     }
 
@@ -49,14 +52,28 @@ final class PooledReceives implements ReceiveSlots {
     }
 
     @Override
-    public void consumed(int slot) {
+    public void consumed(int slot) throws VerbsException {
         pool.recycle(release(slot));
+        refill();
     }
 
     @Override
-    public boolean handOver(int slot) {
+    public boolean handOver(int slot) throws VerbsException {
         release(slot);
+        refill();
         return true;
+    }
+
+    /**
+     * Posts the pool's receive for the message just taken before its credit can go back to the peer (the caller owes
+     * the credit next): with every connection's credits within its reservation, the queue then never runs empty on
+     * honest traffic, which matters where the device has no RNR retry (iWARP: an empty queue ends the connection).
+     */
+    private void refill() throws VerbsException {
+        int rc = pool.refill();
+        if (rc < 0) {
+            throw new VerbsException("ibv_post_srq_recv", -rc);
+        }
     }
 
     private RdmaByteBuf release(int slot) {
@@ -66,6 +83,7 @@ final class PooledReceives implements ReceiveSlots {
         }
         held[slot] = null;
         free[freeCount++] = slot;
+        pool.held(-1);
         return buf;
     }
 
@@ -83,7 +101,7 @@ final class PooledReceives implements ReceiveSlots {
         closed = true;
         for (int slot = 0; slot < held.length; slot++) {
             if (held[slot] != null) {
-                consumed(slot);
+                pool.recycle(release(slot));
             }
         }
     }

@@ -352,6 +352,19 @@ final class RdmaConnection {
         }
     }
 
+    /**
+     * A receive this connection's QP took from the loop's shared pool completed: its buffer goes into a slot of this
+     * connection's, and on as any receive. One beyond the slots is a message the peer had no credit for.
+     */
+    void onSharedReceive(long wrId, int status, int byteLen, int opcode, int imm) {
+        int slot = res.pooled.hold(wrId);
+        if (slot < 0) {
+            unsafe.fail(protocolViolation("sent more messages than it had credits for"));
+            return;
+        }
+        onCompletion(ConnectionResources.RECV_BIT | slot, status, byteLen, opcode, imm);
+    }
+
     // ---- receive side ----
 
     private void onRecvCompletion(int slot, int status, int byteLen) {

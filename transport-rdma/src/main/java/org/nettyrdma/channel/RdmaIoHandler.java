@@ -24,6 +24,7 @@ import org.nettyrdma.verbs.CompletionArray;
 import org.nettyrdma.verbs.CompletionChannel;
 import org.nettyrdma.verbs.CompletionQueue;
 import org.nettyrdma.verbs.Device;
+import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.EventWaiter;
 import org.nettyrdma.verbs.ProtectionDomain;
 import org.nettyrdma.verbs.VerbsException;
@@ -37,6 +38,7 @@ import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 
@@ -56,6 +58,8 @@ public final class RdmaIoHandler implements IoHandler {
     private static final AtomicIntegerFieldUpdater<RdmaIoHandler> SHUTDOWN_SEEN =
             AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "shutdownSeen");
     private static final int MAX_CM_EVENTS_PER_RUN = 64;
+    /** Receives a shared receive queue holds at most (or the device's {@code max_srq_wr}). */
+    static final int SHARED_RECEIVE_QUEUE_SIZE = 4096;
     private static final long LOOP_ERROR_BACKOFF_MILLIS = 1000;
     /** Each live handler by its event loop, for {@link #counters(EventExecutorGroup)}. */
     private static final ConcurrentMap<ThreadAwareExecutor, RdmaIoHandler> LOOPS = new ConcurrentHashMap<>();
@@ -98,6 +102,13 @@ public final class RdmaIoHandler implements IoHandler {
     private final List<DeviceQueues> deadQueues = new ArrayList<>();
     /** Send staging, one pool per protection domain and message size, within the loop's cap. */
     private final List<StagingPool> stagingPools = new ArrayList<>();
+    /** The loop's shared receive pools by index (the index is in their receives' wr_ids); null where none. */
+    private final ReceivePool[] receivePools = new ReceivePool[ReceivePool.MAX_POOLS];
+    /** One more than the highest index in use in {@link #receivePools}. */
+    private int receivePoolEnd;
+    /** How many shared receive pools are open, for {@link #openReceivePools(EventExecutorGroup)}. */
+    private volatile int openReceivePools;
+    private static final WarnLimiter REFILL_FAILURES = new WarnLimiter(10, TimeUnit.SECONDS);
     private final StagingPool.Budget stagingBudget;
 
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) throws VerbsException {
@@ -163,6 +174,18 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         return total;
+    }
+
+    /** How many shared receive pools the RDMA event loops of {@code group} have open now (any thread; tests). */
+    static int openReceivePools(EventExecutorGroup group) {
+        int n = 0;
+        for (EventExecutor loop : group) {
+            RdmaIoHandler handler = loop instanceof ThreadAwareExecutor ? LOOPS.get(loop) : null;
+            if (handler != null) {
+                n += handler.openReceivePools;
+            }
+        }
+        return n;
     }
 
     RdmaResources resources() {
@@ -281,20 +304,24 @@ public final class RdmaIoHandler implements IoHandler {
         dispatch(completions, n);
         counters.completions += n;
         finishBatch();
+        if (n < completions.capacity() && !q.receivePools.isEmpty()) {
+            closeReceivePools(q, true);
+        }
         return n;
     }
 
     /**
      * Hands each of the first {@code n} completions to its handle: by the registration id in its wr_id's upper 32 bits,
      * or, where those are 0 (a receive from a shared receive queue), by its qp_num. A completion nobody owns any more
-     * (its channel deregistered) is dropped; with a shared receive queue its buffer is the pool's to take back
-     * (step 7 of docs/srq-design.md).
+     * (its channel deregistered) is dropped; a shared receive's buffer goes back to its pool.
      */
     void dispatch(CompletionArray completions, int n) {
         for (int i = 0; i < n; i++) {
             int id = (int) (completions.wrId(i) >>> 32);
             Registration r = id != 0 ? registrations.get(id) : byQpNum.get(completions.qpNum(i));
-            if (r != null) {
+            if (r == null && id == 0) {
+                recycleSharedReceive(completions.wrId(i));
+            } else if (r != null) {
                 try {
                     if (id != 0) {
                         r.handle.onCompletion(completions, i);
@@ -306,6 +333,22 @@ public final class RdmaIoHandler implements IoHandler {
                 }
             }
         }
+    }
+
+    /**
+     * Gives the buffer of shared receive {@code wrId} back to its pool: its QP is gone (its connection closed with the
+     * completion still in the queue), or its channel has no connection any more.
+     */
+    void recycleSharedReceive(long wrId) {
+        ReceivePool pool = receivePools[ReceivePool.poolIndex(wrId)];
+        if (pool != null && pool.isPostedReceive(wrId)) {
+            pool.recycle(pool.take(wrId));
+        }
+    }
+
+    /** The loop's shared receive pool with this index (the wr_id of each of its receives names it), or null. */
+    ReceivePool receivePool(int index) {
+        return receivePools[index];
     }
 
     private int pollCm() {
@@ -423,7 +466,100 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         touchedCount = 0;
+        if (receivePoolEnd > 0) {
+            refillReceivePools();
+        }
         counters.publish();
+    }
+
+    /**
+     * Posts the receives the batch's messages consumed from the shared receive pools (docs/srq-design.md, section 1:
+     * every consumed receive completes on this loop, so the loop knows what each pool lacks).
+     */
+    private void refillReceivePools() {
+        for (int i = 0; i < receivePoolEnd; i++) {
+            ReceivePool pool = receivePools[i];
+            if (pool != null) {
+                refill(pool);
+            }
+        }
+    }
+
+    /** Refills {@code pool}; a failure is logged (rate-limited): its connections' peers may then find it empty. */
+    void refill(ReceivePool pool) {
+        String failure;
+        try {
+            int rc = pool.refill();
+            if (rc >= 0) {
+                return;
+            }
+            failure = "ibv_post_srq_recv failed: " + org.nettyrdma.verbs.Errno.describe(rc);
+        } catch (VerbsException | RuntimeException e) {
+            failure = e.toString();
+        }
+        String message = "a shared receive queue could not be refilled (" + failure + "; " + pool.posted() + " of "
+                + pool.target() + " receives posted): its connections may fail";
+        if (REFILL_FAILURES.tryWarn()) {
+            logger.warn(message);
+        } else {
+            logger.debug(message);
+        }
+    }
+
+    /**
+     * The shared receive pool of {@code q} for receive buffers of {@code bufferSize} bytes from {@code alloc}; created on
+     * first use. Null where the device has no shared receive queues, the loop has {@link ReceivePool#MAX_POOLS}
+     * already, or the queue could not be created (the connection then posts receives of its own).
+     */
+    ReceivePool receivePool(DeviceQueues q, int bufferSize, RdmaByteBufAllocator alloc) {
+        for (int i = 0; i < q.receivePools.size(); i++) {
+            ReceivePool p = q.receivePools.get(i);
+            if (p.bufferSize() == bufferSize && p.allocator() == alloc) {
+                return p;
+            }
+        }
+        DeviceAttributes limits = q.device.attributes();
+        int index = 0;
+        while (index < ReceivePool.MAX_POOLS && receivePools[index] != null) {
+            index++;
+        }
+        if (!limits.supportsSharedReceiveQueues() || index == ReceivePool.MAX_POOLS) {
+            return null;
+        }
+        int slots = Math.min(limits.maxSrqWr(), SHARED_RECEIVE_QUEUE_SIZE);
+        ReceivePool p;
+        try {
+            p = new ReceivePool(q.pd.createSharedReceiveQueue(slots, 1), slots, alloc, bufferSize, index);
+        } catch (VerbsException e) {
+            logger.debug("no shared receive queue on {}; connections post receives of their own", q.device.name(), e);
+            return null;
+        }
+        q.receivePools.add(p);
+        receivePools[index] = p;
+        openReceivePools++; // written by this loop only
+        receivePoolEnd = Math.max(receivePoolEnd, index + 1);
+        return p;
+    }
+
+    /**
+     * Closes {@code q}'s shared receive pools, or with {@code idleOnly} those no connection reserves receives in: so that
+     * memory follows the connections (a queue's posted receives cannot be taken back one by one). Idle ones only
+     * once a poll found {@code q} drained: every completion of their QPs, destroyed before, has been handed back by
+     * then, and none can name the pool's index after another pool takes it. A queue with a QP attached stays open.
+     */
+    private void closeReceivePools(DeviceQueues q, boolean idleOnly) {
+        for (int i = q.receivePools.size() - 1; i >= 0; i--) {
+            ReceivePool p = q.receivePools.get(i);
+            if (!idleOnly || p.reserved() == 0) {
+                q.receivePools.remove(i);
+                receivePools[p.index()] = null;
+                openReceivePools--;
+                closeQuietly(p);
+            }
+        }
+        while (receivePoolEnd > 0 && receivePools[receivePoolEnd - 1] == null) {
+            receivePoolEnd--;
+        }
     }
 
     /**
@@ -463,8 +599,9 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
-    /** Closes a device's completion queue and channel (acknowledging the events still due). */
+    /** Closes a device's shared receive pools, completion queue and channel (acknowledging the events still due). */
     private void closeQueues(DeviceQueues q) {
+        closeReceivePools(q, false);
         int events = 0;
         while (q.channel.getEvent() != null) {
             events++;
@@ -608,6 +745,7 @@ public final class RdmaIoHandler implements IoHandler {
         closeForShutdown();
         LOOPS.remove(executor, this);
         for (DeviceQueues q : devices) {
+            closeReceivePools(q, false); // after the connections' QPs (closeForShutdown)
             closeQuietly(q.cq);
             closeQuietly(q.channel);
         }
@@ -723,6 +861,8 @@ public final class RdmaIoHandler implements IoHandler {
         final Set<RdmaIoHandle> users = Collections.newSetFromMap(new IdentityHashMap<>());
         /** The completion queue failed: no new QP is created on it, and it is closed once the last is gone. */
         boolean dead;
+        /** Shared receive pools whose receives complete on this queue (one per receive buffer size and allocator). */
+        final List<ReceivePool> receivePools = new ArrayList<>(1);
 
         DeviceQueues(RdmaIoHandler handler, Device device, ProtectionDomain pd, CompletionChannel channel,
                      CompletionQueue cq, int capacity) {

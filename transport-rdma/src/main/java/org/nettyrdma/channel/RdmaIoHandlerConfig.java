@@ -24,6 +24,7 @@ public final class RdmaIoHandlerConfig {
     private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
     private long maxLentReceiveBytes = SystemPropertyUtil.getLong("org.nettyrdma.maxLentReceiveBytes", 64L << 20);
     private long sendStagingBytes = SystemPropertyUtil.getLong("org.nettyrdma.sendStagingBytes", 64L << 20);
+    private boolean sharedReceiveQueue = SystemPropertyUtil.getBoolean("org.nettyrdma.sharedReceiveQueue", false);
 
     /** The verbs provider: {@link #PROVIDER_NATIVE} (default), {@link #PROVIDER_EMULATED} or {@link #PROVIDER_AUTO}. */
     public RdmaIoHandlerConfig setProvider(String provider) {
@@ -141,10 +142,27 @@ public final class RdmaIoHandlerConfig {
         return sendStagingBytes;
     }
 
+    /**
+     * Whether connections take their receives from a shared receive queue of the loop (per device and receive buffer
+     * size) where the device has them, instead of each posting its own (docs/srq-design.md). Each connection still
+     * reserves its {@code RECEIVE_BUFFER_COUNT} receives in the queue, and the queue keeps a margin posted beyond them; a
+     * connection for which the queue has no room gets receives of its own. Off by default: the memory it saves comes
+     * with the pooled credits that are not built yet.
+     */
+    public RdmaIoHandlerConfig setSharedReceiveQueue(boolean sharedReceiveQueue) {
+        this.sharedReceiveQueue = sharedReceiveQueue;
+        return this;
+    }
+
+    public boolean isSharedReceiveQueue() {
+        return sharedReceiveQueue;
+    }
+
     RdmaIoHandlerConfig copy() {
         return new RdmaIoHandlerConfig().setProvider(provider).setBusyPollNanos(busyPollNanos)
                 .setBusyPollBackOff(busyPollBackOff).setAdaptiveBusyPoll(adaptiveBusyPoll).setBusyPollMaxNanos(busyPollMaxNanos)
                 .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize)
-                .setMaxLentReceiveBytes(maxLentReceiveBytes).setSendStagingBytes(sendStagingBytes);
+                .setMaxLentReceiveBytes(maxLentReceiveBytes).setSendStagingBytes(sendStagingBytes)
+                .setSharedReceiveQueue(sharedReceiveQueue);
     }
 }

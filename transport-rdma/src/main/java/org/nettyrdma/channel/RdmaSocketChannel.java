@@ -623,6 +623,16 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         }
 
         @Override
+        public void onSharedReceive(CompletionArray wc, int index) {
+            if (conn != null) {
+                conn.onSharedReceive(wc.wrId(index), wc.status(index), wc.byteLen(index), wc.opcode(index),
+                        wc.immData(index));
+            } else {
+                handler.recycleSharedReceive(wc.wrId(index));
+            }
+        }
+
+        @Override
         public void onBatchComplete() {
             if (conn != null) {
                 conn.onBatchComplete();

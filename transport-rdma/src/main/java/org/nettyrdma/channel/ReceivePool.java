@@ -46,6 +46,7 @@ final class ReceivePool implements AutoCloseable {
     private final RdmaByteBuf[] spares;
     private int spareCount;
     private int reserved;
+    private int held;
     private int posted;
     private boolean closed;
 
@@ -90,9 +91,40 @@ final class ReceivePool implements AutoCloseable {
         return Math.max(16, reserved / 16);
     }
 
-    /** The receives the pool keeps posted: what is reserved plus the margin. */
+    /**
+     * The receives the pool keeps posted: what is reserved, less the buffers connections hold with a message not yet
+     * read (each stands for a credit its peer does not have), plus the margin.
+     */
     int target() {
-        return reserved + margin(reserved);
+        return Math.max(0, reserved - held) + margin(reserved);
+    }
+
+    /**
+     * A connection holds one more ({@code +1}) or one fewer ({@code -1}) of this pool's buffers with a message its
+     * pipeline has not read: that message used a receive of its reservation, so the pool does not post another for it
+     * until it is read (else unread messages would cost a second buffer each).
+     */
+    void held(int delta) {
+        held += delta;
+    }
+
+    /** The shared receive queue, for the QPs that consume its receives. */
+    SharedReceiveQueue queue() {
+        return srq;
+    }
+
+    int bufferSize() {
+        return bufferSize;
+    }
+
+    /** Where the pool's receive buffers come from. */
+    RdmaByteBufAllocator allocator() {
+        return alloc;
+    }
+
+    /** This pool's index among its loop's (in its receives' wr_ids). */
+    int index() {
+        return poolIndex(wrIdBase);
     }
 
     int reserved() {
@@ -200,6 +232,12 @@ final class ReceivePool implements AutoCloseable {
     /** Whether {@code slot} has a receive posted (tests). */
     boolean isPosted(int slot) {
         return bufs[slot] != null;
+    }
+
+    /** Whether the receive {@code wrId} is one of this pool's and posted (not taken). */
+    boolean isPostedReceive(long wrId) {
+        int slot = (int) (wrId & (MAX_SLOTS - 1));
+        return poolIndex(wrId) == poolIndex(wrIdBase) && slot < bufs.length && bufs[slot] != null;
     }
 
     /** The wr_id of {@code slot}'s receive. */
