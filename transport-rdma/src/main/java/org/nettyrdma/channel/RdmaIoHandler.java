@@ -106,8 +106,6 @@ public final class RdmaIoHandler implements IoHandler {
     private final ReceivePool[] receivePools = new ReceivePool[ReceivePool.MAX_POOLS];
     /** One more than the highest index in use in {@link #receivePools}. */
     private int receivePoolEnd;
-    /** How many shared receive pools are open, for {@link #openReceivePools(EventExecutorGroup)}. */
-    private volatile int openReceivePools;
     private static final WarnLimiter REFILL_FAILURES = new WarnLimiter(10, TimeUnit.SECONDS);
     private final StagingPool.Budget stagingBudget;
 
@@ -174,18 +172,6 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         return total;
-    }
-
-    /** How many shared receive pools the RDMA event loops of {@code group} have open now (any thread; tests). */
-    static int openReceivePools(EventExecutorGroup group) {
-        int n = 0;
-        for (EventExecutor loop : group) {
-            RdmaIoHandler handler = loop instanceof ThreadAwareExecutor ? LOOPS.get(loop) : null;
-            if (handler != null) {
-                n += handler.openReceivePools;
-            }
-        }
-        return n;
     }
 
     RdmaResources resources() {
@@ -536,7 +522,6 @@ public final class RdmaIoHandler implements IoHandler {
         }
         q.receivePools.add(p);
         receivePools[index] = p;
-        openReceivePools++; // written by this loop only
         receivePoolEnd = Math.max(receivePoolEnd, index + 1);
         return p;
     }
@@ -553,7 +538,6 @@ public final class RdmaIoHandler implements IoHandler {
             if (!idleOnly || p.reserved() == 0) {
                 q.receivePools.remove(i);
                 receivePools[p.index()] = null;
-                openReceivePools--;
                 closeQuietly(p);
             }
         }
