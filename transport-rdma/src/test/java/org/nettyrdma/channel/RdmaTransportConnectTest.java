@@ -22,6 +22,7 @@ import org.nettyrdma.verbs.emulated.EmulatedFabric;
 import java.net.ConnectException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.SocketAddress;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -125,6 +126,35 @@ class RdmaTransportConnectTest {
                         + RdmaTestSupport.registeredChannels(group));
     }
 
+    /** An echo server on this test's loop, on a port RDMA CM picks. */
+    private Channel bindEchoServer() throws InterruptedException {
+        return RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ctx.writeAndFlush(msg);
+            }
+        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+    }
+
+    /** A client connects to {@code at}, gets two bytes echoed, and closes. */
+    private void assertEchoedOnce(SocketAddress at) throws Exception {
+        CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
+        Channel client = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                echoed.complete((ByteBuf) msg);
+            }
+        }).connect(at).sync().channel();
+        client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {4, 2})).sync();
+        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
+        try {
+            assertEquals(Unpooled.wrappedBuffer(new byte[] {4, 2}), back);
+        } finally {
+            back.release();
+        }
+        client.close().sync();
+    }
+
     /**
      * iWARP's connection is a TCP connection of the host, and the local port RDMA CM picks may be held by another
      * socket (CONNECT_ERROR, -EADDRINUSE; seen on soft-iWARP in CI): the transport connects again on a fresh CM id,
@@ -135,30 +165,11 @@ class RdmaTransportConnectTest {
     @Timeout(value = 20, unit = TimeUnit.SECONDS)
     void aLocalPortInUseIsTriedAgainFromAnother() throws Exception {
         assumeFalse(RdmaTestSupport.isNative(), "a port in use is injected by the emulated fabric");
-        Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter() {
-            @Override
-            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                ctx.writeAndFlush(msg);
-            }
-        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        Channel server = bindEchoServer();
         try {
             InetSocketAddress at = (InetSocketAddress) server.localAddress();
             EmulatedFabric.defaultFabric().failConnectsWithPortInUse(at, PendingConnect.PORT_IN_USE_RETRIES);
-            CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
-            Channel client = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter() {
-                @Override
-                public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                    echoed.complete((ByteBuf) msg);
-                }
-            }).connect(at).sync().channel();
-            client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {4, 2})).sync();
-            ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
-            try {
-                assertEquals(Unpooled.wrappedBuffer(new byte[] {4, 2}), back);
-            } finally {
-                back.release();
-            }
-            client.close().sync();
+            assertEchoedOnce(at);
 
             // one more failure than the transport tries again: the connect fails, saying why and what to do
             EmulatedFabric.defaultFabric().failConnectsWithPortInUse(at, PendingConnect.PORT_IN_USE_RETRIES + 1);
@@ -195,31 +206,12 @@ class RdmaTransportConnectTest {
         fabric.failListensWithPortInUse(ip, RdmaServerSocketChannel.LISTEN_PORT_IN_USE_RETRIES);
         Channel server;
         try {
-            server = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter() {
-                @Override
-                public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                    ctx.writeAndFlush(msg);
-                }
-            }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            server = bindEchoServer();
         } finally {
             fabric.failListensWithPortInUse(ip, 0);
         }
         try {
-            CompletableFuture<ByteBuf> echoed = new CompletableFuture<>();
-            Channel client = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter() {
-                @Override
-                public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                    echoed.complete((ByteBuf) msg);
-                }
-            }).connect(server.localAddress()).sync().channel();
-            client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {4, 2})).sync();
-            ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
-            try {
-                assertEquals(Unpooled.wrappedBuffer(new byte[] {4, 2}), back);
-            } finally {
-                back.release();
-            }
-            client.close().sync();
+            assertEchoedOnce(server.localAddress());
         } finally {
             server.close().sync();
         }
