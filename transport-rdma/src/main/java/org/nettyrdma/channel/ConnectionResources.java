@@ -44,12 +44,22 @@ final class ConnectionResources {
      */
     final boolean offersWriteRing;
     /**
-     * Whether this side offers pooled credits (handshake flag bit 2, docs/srq-design.md section 2): only when its
-     * receives come from a loop's shared pool and its window can grow and shrink there (step 8, not built), so never
-     * yet: a connection on the pool reserves its whole window. The handshake's extension is parsed and checked
-     * already, and a peer that offers it gets v1.
+     * Whether this side offers pooled credits (handshake flag bit 2, docs/srq-design.md section 2): when its receives
+     * come from a loop's shared pool, where its window grows and shrinks ({@link PooledWindow}).
      */
-    final boolean offersPooledCredits = false;
+    final boolean offersPooledCredits;
+    /**
+     * The credits the peer starts with in this side's {@link CreditWindow}: {@link CreditWindow#FLOOR} on an accepted
+     * connection whose peer offered pooled credits and whose receives come from the pool, else the receive count (a
+     * connecting side restates it at the handshake when pooled credits were negotiated: {@link
+     * CreditWindow#startPooled}).
+     */
+    final int initialCredits;
+    /** The receives this connection has reserved in {@link #pool}: they follow its window ({@link #reserveReceives}). */
+    private int reservedReceives;
+    /** The most receives a growth of this connection's window reserved in its pool, 0 if it never grew (tests). */
+    private int peakReservedReceives;
+    private final int receiveSlotBytes;
     /** Whether this side may post RDMA READs (the device allows a READ in flight per QP): the keep-alive probes. */
     final boolean canRead;
     /** Whether the device is iWARP: connection set-up and close differ there (docs/protocol.md). */
@@ -71,9 +81,13 @@ final class ConnectionResources {
     /** Registered memory this connection added to the counters. */
     private long registeredBytes;
 
-    /** Creates the QP on {@code id} and posts the receives. On failure it frees what it allocated, in reverse order. */
-    ConnectionResources(RdmaSocketChannel ch, CmId id, RdmaIoHandler handler, int registrationId)
-            throws VerbsException {
+    /**
+     * Creates the QP on {@code id} and posts the receives; {@code peerOffersPooledCredits}: an accepted connection's
+     * peer offered pooled credits in its handshake (a connecting side does not know yet). On failure it frees what it
+     * allocated, in reverse order.
+     */
+    ConnectionResources(RdmaSocketChannel ch, CmId id, RdmaIoHandler handler, int registrationId,
+            boolean peerOffersPooledCredits) throws VerbsException {
         this.ch = ch;
         this.handler = handler;
         config = ch.config();
@@ -96,8 +110,11 @@ final class ConnectionResources {
         // receives from the loop's shared pool where asked and it has room for this connection's, else its own
         ReceivePool sharedPool = handler.config().isSharedReceiveQueue()
                 ? handler.receivePool(queues, recvSize, receiveMemory()) : null;
-        if (sharedPool != null && !sharedPool.tryReserve(recvCount)) {
+        // an accepted pooled peer starts at the floor; a connecting side reserves its whole window until it knows
+        int initial = sharedPool != null && peerOffersPooledCredits ? CreditWindow.FLOOR : recvCount;
+        if (sharedPool != null && !sharedPool.tryReserve(initial)) {
             sharedPool = null;
+            initial = recvCount;
         }
         QueuePairReceives own = null;
         PooledReceives shared = null;
@@ -125,7 +142,7 @@ final class ConnectionResources {
                 }
                 if (sharedPool != null && (qpGone || createdQp == null)) {
                     ch.registration.unbindSharedReceives();
-                    sharedPool.release(recvCount);
+                    sharedPool.release(initial);
                 }
                 queues.release(reservedCqEntries);
             }
@@ -133,11 +150,58 @@ final class ConnectionResources {
         qp = createdQp;
         pool = sharedPool;
         pooled = shared;
+        offersPooledCredits = sharedPool != null;
+        initialCredits = initial;
+        reservedReceives = sharedPool != null ? initial : 0;
+        receiveSlotBytes = receiveMemory().slotSize(recvSize);
         recv = new ReceiveQueue(shared != null ? shared : own, recvCount, new ReceiveQueue.LendLimits(ch.counters(),
                 config.getMaxLentReceiveBytes(), handler.counters(), handler.config().getMaxLentReceiveBytes()),
                 ch.eventLoop());
         // on the shared pool: the receives it reserved there (the pool's margin and spares are not counted yet)
-        count(1, (long) recvCount * receiveMemory().slotSize(recvSize));
+        count(1, (long) (sharedPool != null ? initial : recvCount) * receiveSlotBytes);
+    }
+
+    /** The receives this connection has reserved in its loop's shared pool (0 without one). */
+    int reservedReceives() {
+        return reservedReceives;
+    }
+
+    /** For tests: the most receives a growth of this connection's window reserved in its pool; 0 if it never grew. */
+    int peakReservedReceives() {
+        return peakReservedReceives;
+    }
+
+    /**
+     * Makes this connection's reservation in its loop's shared pool {@code n} receives: more are reserved only if the
+     * pool has room (returns false otherwise, nothing changed) and are posted before this returns, so the credits they
+     * stand for may go to the peer at once; fewer are given back (the caller keeps what its peer may still consume).
+     *
+     * @throws VerbsException if the pool could not post the new receives
+     */
+    boolean reserveReceives(int n) throws VerbsException {
+        int delta = n - reservedReceives;
+        if (delta > 0) {
+            if (!pool.tryReserve(delta)) {
+                return false;
+            }
+            reservedReceives = n;
+            peakReservedReceives = Math.max(peakReservedReceives, n);
+            count(0, (long) delta * receiveSlotBytes);
+            int rc = pool.refill();
+            if (rc < 0) {
+                throw new VerbsException("ibv_post_srq_recv", -rc);
+            }
+        } else if (delta < 0) {
+            pool.release(-delta);
+            reservedReceives = n;
+            count(0, (long) delta * receiveSlotBytes);
+        }
+        return true;
+    }
+
+    /** Messages of the peer this connection holds unread in the pool's buffers (0 without a pool). */
+    int heldReceives() {
+        return pooled != null ? pooled.holding() : 0;
     }
 
     /** For tests: the loop's shared receive pool this connection's receives come from, or null (its own). */
@@ -159,8 +223,13 @@ final class ConnectionResources {
     /** What this side asks of RDMA CM for the connection, its handshake included. */
     ConnectionParameters parameters(CmId id) {
         int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
-        return new ConnectionParameters(RdmaProtocol.handshake(recvSize, recvCount,
-                offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0), rd, rd, 7, RNR_RETRY);
+        int flags = offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0;
+        // pooled: a pooled peer starts at the floor and may be granted up to the receive count; a v1 peer reads
+        // the receive count, which this side then grants it whole
+        byte[] handshake = offersPooledCredits
+                ? RdmaProtocol.handshake(recvSize, recvCount, flags, CreditWindow.FLOOR, recvCount)
+                : RdmaProtocol.handshake(recvSize, recvCount, flags);
+        return new ConnectionParameters(handshake, rd, rd, 7, RNR_RETRY);
     }
 
     /**
@@ -225,7 +294,8 @@ final class ConnectionResources {
         if (pool != null && qpGone) {
             // its receives still in the queue's completions are orphans now: they go back to the pool
             ch.registration.unbindSharedReceives();
-            pool.release(recvCount);
+            pool.release(reservedReceives);
+            reservedReceives = 0;
         }
         queues.release(reservedCqEntries);
         try {

@@ -36,6 +36,10 @@ final class CreditWindow {
     private long receivedFromPeer;
     /** Owed credits that went beyond the target and were never granted, in all. */
     private long forgiven;
+    /** Messages this side sent in all (each spent a credit). */
+    private long spent;
+    /** Credits taken out of {@link #sendCredits} to be given back by the next CREDIT message (pooled credits). */
+    private int returning;
 
     /** @param receiveCount this side's receive buffers: the credits the peer starts with, and all it may ever hold */
     CreditWindow(int receiveCount) {
@@ -67,6 +71,8 @@ final class CreditWindow {
         grantedToPeer = other.grantedToPeer;
         receivedFromPeer = other.receivedFromPeer;
         forgiven = other.forgiven;
+        spent = other.spent;
+        returning = other.returning;
     }
 
     /**
@@ -87,6 +93,23 @@ final class CreditWindow {
         sendCredits += initial;
         return sendCredits > limit ? "granted " + sendCredits + " credits, more than its limit of " + limit
                 + " receives" : null;
+    }
+
+    /**
+     * Pooled credits were negotiated after this side created its window with its whole receive count (the connecting
+     * side, which speaks first): the peer starts with {@code initial} credits, as the handshake's extension said, and
+     * the target comes down to it. Nothing was granted since (the send side opens only now). Returns what is wrong if
+     * the peer already sent more messages than that, else {@code null}.
+     */
+    String startPooled(int initial) {
+        if (initial < FLOOR || initial > target || grantedToPeer != target) {
+            throw new IllegalStateException("pooled start at " + initial + " credits: " + this);
+        }
+        grantedToPeer = initial;
+        target = initial;
+        forgiveExcess();
+        return receivedFromPeer > grantedToPeer ? "sent " + receivedFromPeer + " messages before the handshake, more "
+                + "than the " + grantedToPeer + " credits it starts with" : null;
     }
 
     /**
@@ -124,6 +147,44 @@ final class CreditWindow {
     /** A message was posted: it took one of the peer's receives. */
     void spend() {
         sendCredits--;
+        spent++;
+    }
+
+    /** Messages this side sent in all. */
+    long spent() {
+        return spent;
+    }
+
+    /**
+     * Pooled credits: sets aside the credits beyond {@code keep} and the one the CREDIT message carrying them spends, to
+     * be given back to the peer unspent ({@link #takeReturning}); returns whether there are any (the caller then posts
+     * a CREDIT message). An idle sender does so, so that its peer's pool can let the receives behind them go.
+     */
+    boolean returnSurplus(int keep) {
+        int surplus = Math.min(sendCredits - 1 - keep, RdmaProtocol.MAX_RETURNED_PER_HEADER - returning);
+        if (surplus <= 0) {
+            return false;
+        }
+        sendCredits -= surplus;
+        returning += surplus;
+        return true;
+    }
+
+    /** The credits set aside by {@link #returnSurplus}, for the CREDIT message's header: taken, no longer owed back. */
+    int takeReturning() {
+        int n = returning;
+        returning = 0;
+        return n;
+    }
+
+    /**
+     * The peer gave back {@code n} credits unspent (pooled credits): it will not send into those receives. Returns what
+     * is wrong if it did not hold that many, else {@code null}. They are not owed back: the peer's window is smaller.
+     */
+    String onReturned(int n) {
+        receivedFromPeer += n;
+        return receivedFromPeer > grantedToPeer ? "returned " + n + " credits, more than it held (" + (grantedToPeer
+                - receivedFromPeer + n) + ')' : null;
     }
 
     /** {@code n} receives were posted again for DATA (read by the pipeline, or dropped). */
@@ -262,6 +323,6 @@ final class CreditWindow {
     public String toString() {
         return "credits{send " + sendCredits + ", target " + target + " of " + limit + ", owed data " + owedData
                 + ", owed control " + owedCtrl + ", granted " + grantedToPeer + ", received " + receivedFromPeer
-                + ", forgiven " + forgiven + '}';
+                + ", forgiven " + forgiven + ", spent " + spent + (returning > 0 ? ", returning " + returning : "") + '}';
     }
 }

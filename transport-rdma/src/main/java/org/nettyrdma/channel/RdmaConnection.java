@@ -88,6 +88,10 @@ final class RdmaConnection {
     private boolean heard;
     /** Whether work (a probe or a send) was posted and not completed at the last keep-alive tick. */
     private boolean postedAtLastTick;
+    /** Pooled credits, when negotiated: the window's growth and shrink in the loop's shared receive pool. */
+    private PooledWindow window;
+    /** The pooled window's tick, every {@link PooledWindow#TICK_MILLIS}; null without pooled credits. */
+    private Future<?> windowTick;
     /** The next {@link #nudge()}, while one is scheduled. */
     private Future<?> nudge;
     /** How many times {@link #nudge()} has looked for room in the send queue. */
@@ -103,9 +107,10 @@ final class RdmaConnection {
         unsafe = (RdmaSocketChannel.RdmaSocketUnsafe) ch.unsafe();
         config = ch.config();
         this.handler = handler;
-        res = new ConnectionResources(ch, id, handler, registrationId);
+        res = new ConnectionResources(ch, id, handler, registrationId,
+                knownPeer != null && knownPeer.offersPooledCredits());
         recv = res.recv;
-        credits = new CreditWindow(res.recvCount);
+        credits = new CreditWindow(res.initialCredits, res.recvCount);
         if (knownPeer != null) {
             boolean ok = false;
             try {
@@ -222,8 +227,18 @@ final class RdmaConnection {
         boolean pooled = p.pooledCredits(res.offersPooledCredits);
         // credits may have come with data before
         String violation = credits.peerReady(p.initialCredits(pooled), p.creditLimit(pooled));
+        if (violation == null && pooled && ch.parent() == null) {
+            // the connecting side spoke first with its whole window; its handshake started the peer at the floor
+            violation = credits.startPooled(CreditWindow.FLOOR);
+        }
         if (violation != null) {
             throw protocolViolation(violation);
+        }
+        if (pooled) {
+            window = new PooledWindow(credits, res);
+            window.release();
+            windowTick = ch.eventLoop().scheduleWithFixedDelay(this::windowTick, PooledWindow.TICK_MILLIS,
+                    PooledWindow.TICK_MILLIS, TimeUnit.MILLISECONDS);
         }
         // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
         // side allocates (staging is sqDepth sends of this size)
@@ -392,9 +407,22 @@ final class RdmaConnection {
         // before the handshake is known (data that beat ESTABLISHED), what this side offered decides: a peer sends v2's
         // messages only once it negotiated, and peerReady checks that it did
         boolean ring = sends == null ? res.offersWriteRing : writeRing;
-        String violation = RdmaProtocol.checkHeader(message, byteLen, ring);
+        boolean pooled = sends == null ? res.offersPooledCredits : window != null;
+        String violation = RdmaProtocol.checkHeader(message, byteLen, ring, pooled);
         if (violation == null) {
             violation = credits.onReceived(RdmaProtocol.headerCredits(message));
+        }
+        int returned = pooled ? RdmaProtocol.headerReturned(message) : 0; // 0 unless a CREDIT (checkHeader)
+        if (violation == null && returned > 0) {
+            violation = credits.onReturned(returned);
+            if (violation == null && window != null) {
+                try {
+                    window.release(); // those receives are not needed any more
+                } catch (VerbsException e) {
+                    unsafe.fail(e);
+                    return;
+                }
+            }
         }
         if (violation == null && byteLen == RdmaProtocol.RING_CREDIT_LENGTH
                 && RdmaProtocol.headerType(message) == RdmaProtocol.TYPE_CREDIT) {
@@ -678,10 +706,48 @@ final class RdmaConnection {
         }
     }
 
-    /** A CREDIT message when the credit window says so (after its FIN the peer sends nothing: it needs none). */
+    /**
+     * A CREDIT message when the credit window says so (after its FIN the peer sends nothing: it needs none); with
+     * pooled credits the window may grow first.
+     */
     void maybeReturnCredits() {
-        if (is(SEND_OPEN) && !is(DESTROYED | PEER_GONE | FAILED | FIN_RECEIVED | CREDITS_BROKEN)
-                && (credits.shouldReturnCredits() || ringSpaceToAnnounce()) && sends.hasRoom()) {
+        if (!mayPostCredits()) {
+            return;
+        }
+        if (window != null) {
+            try {
+                window.beforeReturn();
+            } catch (VerbsException e) {
+                unsafe.fail(e);
+                return;
+            }
+        }
+        if ((credits.shouldReturnCredits() || ringSpaceToAnnounce()) && sends.hasRoom()) {
+            postControl(RdmaProtocol.TYPE_CREDIT);
+        }
+    }
+
+    /** Whether a CREDIT message may go out: the send side is open, the peer still there and still sending. */
+    private boolean mayPostCredits() {
+        return is(SEND_OPEN) && !is(DESTROYED | PEER_GONE | FAILED | FIN_RECEIVED | CREDITS_BROKEN);
+    }
+
+    /**
+     * The pooled window's tick: an unstarved window shrinks, and its reservation with it; a sender idle since the last
+     * tick gives its surplus credits back, so that the peer's pool can let their receives go.
+     */
+    private void windowTick() {
+        if (is(DESTROYED)) {
+            return;
+        }
+        try {
+            window.tick();
+        } catch (VerbsException e) {
+            unsafe.fail(e);
+            return;
+        }
+        if (window.idleSender() && mayPostCredits() && sends.hasRoom()
+                && credits.returnSurplus(CreditWindow.FLOOR)) {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
     }
@@ -915,6 +981,9 @@ final class RdmaConnection {
         }
         if (nudge != null) {
             nudge.cancel(false);
+        }
+        if (windowTick != null) {
+            windowTick.cancel(false);
         }
         if (res.destroy() && linger != null) {
             linger.release(); // its bytes in flight are no longer read: the QP is gone

@@ -41,7 +41,11 @@ final class RdmaProtocol {
     static final int MAX_REJECT_LENGTH = 148;
 
     static final int HEADER_LENGTH = 4;
-    /** Header: type u8, reserved u8, credits u16 (receive buffers re-posted since the last header said so). */
+    /**
+     * Header: type u8, reserved u8, credits u16 (receive buffers re-posted since the last header said so). With pooled
+     * credits a CREDIT message's second byte is <em>returned</em>: credits its sender gives back unspent (an idle
+     * sender's surplus, so that the receiver's shared pool can let the receives go).
+     */
     static final int TYPE_DATA = 1;
     static final int TYPE_CREDIT = 2;
     static final int TYPE_FIN = 3;
@@ -56,11 +60,24 @@ final class RdmaProtocol {
     static final int RING_MESSAGE_LENGTH = HEADER_LENGTH + 16;
     static final int MAX_CREDITS_PER_HEADER = 0xffff;
 
+    /** The most credits one CREDIT message returns (pooled credits): its second byte. */
+    static final int MAX_RETURNED_PER_HEADER = 0xff;
+
     /** Writes the header of a SEND at {@code at}: {@code type}, reserved 0, {@code credits} (0..0xffff). */
     static void putHeader(ByteBuffer buf, int at, int type, int credits) {
+        putHeader(buf, at, type, 0, credits);
+    }
+
+    /** As {@link #putHeader(ByteBuffer, int, int, int)}, the second byte {@code returned} (pooled credits' CREDIT). */
+    static void putHeader(ByteBuffer buf, int at, int type, int returned, int credits) {
         buf.put(at, (byte) type);
-        buf.put(at + 1, (byte) 0);
+        buf.put(at + 1, (byte) returned);
         buf.putShort(at + 2, (short) credits);
+    }
+
+    /** The credits a CREDIT message returns unspent (pooled credits; 0 in every other message). */
+    static int headerReturned(ByteBuf message) {
+        return message.getUnsignedByte(1);
     }
 
     /** The released count of a v2 CREDIT message ({@link #RING_CREDIT_LENGTH} bytes). */
@@ -84,19 +101,21 @@ final class RdmaProtocol {
      * without.
      */
     static String checkHeader(ByteBuf message, int byteLen) {
-        return checkHeader(message, byteLen, false);
+        return checkHeader(message, byteLen, false, false);
     }
 
     /**
      * As {@link #checkHeader(ByteBuf, int)}; with {@code ring} (protocol v2's WRITE ring) a RING message and a CREDIT
-     * message with its released count are well-formed too.
+     * message with its released count are well-formed too; with {@code pooled} (pooled credits) a CREDIT message's
+     * second byte may return credits.
      */
-    static String checkHeader(ByteBuf message, int byteLen, boolean ring) {
+    static String checkHeader(ByteBuf message, int byteLen, boolean ring, boolean pooled) {
         if (byteLen < HEADER_LENGTH) {
             return "sent a message of " + byteLen + " bytes, shorter than the " + HEADER_LENGTH + "-byte header";
         }
         int type = headerType(message);
-        if (ring && message.getByte(1) == 0) {
+        int reserved = pooled && type == TYPE_CREDIT ? 0 : message.getUnsignedByte(1);
+        if (ring && reserved == 0) {
             if (type == TYPE_RING) {
                 return byteLen == RING_MESSAGE_LENGTH ? null
                         : "sent a RING message of " + byteLen + " bytes, not " + RING_MESSAGE_LENGTH;
@@ -109,8 +128,8 @@ final class RdmaProtocol {
             return "sent a message of unknown type " + type + (type == TYPE_RING ? " (a RING message, but the WRITE "
                     + "ring was not negotiated)" : "");
         }
-        if (message.getByte(1) != 0) {
-            return "sent a header whose reserved byte is " + message.getUnsignedByte(1) + ", not 0";
+        if (reserved != 0) {
+            return "sent a header whose reserved byte is " + reserved + ", not 0";
         }
         if (type == TYPE_DATA ? byteLen == HEADER_LENGTH : byteLen != HEADER_LENGTH) {
             return "sent a " + (type == TYPE_DATA ? "DATA message without payload"

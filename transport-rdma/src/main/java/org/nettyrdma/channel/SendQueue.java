@@ -204,7 +204,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
                 : RdmaProtocol.HEADER_LENGTH;
         ByteBuffer view = controlBuffer(0, slot, length);
         int base = controlBase;
-        RdmaProtocol.putHeader(view, base, type, credits.takeOwed());
+        int returned = type == RdmaProtocol.TYPE_CREDIT ? credits.takeReturning() : 0;
+        RdmaProtocol.putHeader(view, base, type, returned, credits.takeOwed());
         if (length == RdmaProtocol.RING_CREDIT_LENGTH) {
             view.putInt(base + RdmaProtocol.HEADER_LENGTH, localRing.space.takeReleased());
         }

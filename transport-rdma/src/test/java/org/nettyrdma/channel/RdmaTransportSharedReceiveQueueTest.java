@@ -1,6 +1,8 @@
 package org.nettyrdma.channel;
 
 import io.netty.channel.Channel;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -10,12 +12,14 @@ import org.nettyrdma.channel.RdmaTransportManyConnectionsTest.EchoClient;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Connections whose receives come from their loop's shared receive queue ({@link
@@ -56,8 +60,8 @@ class RdmaTransportSharedReceiveQueueTest {
         List<RdmaIoHandler> clientHandlers = new ArrayList<>();
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "srq-client", clientHandlers, config);
         try {
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(Echo.INSTANCE)
-                    .bind(RdmaTestSupport.anyPort()).sync().channel();
+            List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+            Channel server = echoServer(serverGroup, accepted);
             Pattern pattern = Pattern.standard();
             List<EchoClient> echoes = new ArrayList<>();
             List<RdmaSocketChannel> clients = new ArrayList<>();
@@ -76,14 +80,15 @@ class RdmaTransportSharedReceiveQueueTest {
             for (RdmaSocketChannel c : clients) {
                 assertSame(clientPool, pool(c), "one pool per loop, device and buffer size");
             }
-            assertEquals(connections * COUNT, (int) RdmaTestSupport.onLoop(clients.get(0), clientPool::reserved));
+            // pooled credits: each window between the floor and the receive count, the pool holding their sum
+            assertEquals(reservations(clients), (int) RdmaTestSupport.onLoop(clients.get(0), clientPool::reserved));
             assertEquals((int) RdmaTestSupport.onLoop(clients.get(0), clientPool::target),
                     (int) RdmaTestSupport.onLoop(clients.get(0), clientPool::posted),
                     "refilled at the end of each batch: what is reserved plus the margin is posted");
             RdmaIoHandler serverLoop = serverHandlers.get(0);
             ReceivePool serverPool = RdmaTestSupport.onLoop(server, () -> serverLoop.receivePool(0));
             assertNotNull(serverPool);
-            assertEquals(connections * COUNT, (int) RdmaTestSupport.onLoop(server, serverPool::reserved),
+            assertEquals(reservations(accepted), (int) RdmaTestSupport.onLoop(server, serverPool::reserved),
                     "the accepted connections' reservations");
 
             for (RdmaSocketChannel c : clients) {
@@ -101,6 +106,131 @@ class RdmaTransportSharedReceiveQueueTest {
             server.close().sync();
         } finally {
             RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    private static Channel echoServer(EventLoopGroup group, List<RdmaSocketChannel> accepted)
+            throws InterruptedException {
+        return RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInitializer<Channel>() {
+            @Override
+            protected void initChannel(Channel ch) {
+                accepted.add((RdmaSocketChannel) ch);
+                ch.pipeline().addLast(Echo.INSTANCE);
+            }
+        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+    }
+
+    /** The receives the channels reserved in their loop's pool, in all; each between the floor and the count. */
+    private static int reservations(List<RdmaSocketChannel> channels) throws Exception {
+        int sum = 0;
+        for (RdmaSocketChannel c : channels) {
+            int r = reservedReceives(c);
+            assertTrue(r >= CreditWindow.FLOOR && r <= COUNT, c + " reserved " + r);
+            sum += r;
+        }
+        return sum;
+    }
+
+    private static int reservedReceives(RdmaSocketChannel c) throws Exception {
+        return RdmaTestSupport.onLoop(c, () -> c.resources().reservedReceives());
+    }
+
+    private static int peakReservedReceives(RdmaSocketChannel c) throws Exception {
+        return RdmaTestSupport.onLoop(c, () -> c.resources().peakReservedReceives());
+    }
+
+    /**
+     * Pooled credits (docs/srq-design.md section 2): a connection starts at the floor of 4 receives in the pool, both
+     * ends; a stream grows its windows to the limit (16) as its peer starves for credits; once idle, the windows halve
+     * every tick back to the floor, and the pools' reservations and the registered bytes counted with them come down.
+     */
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void aStreamGrowsItsWindowsToTheLimitAndIdleOnesShrinkToTheFloor() throws Exception {
+        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSharedReceiveQueue(true);
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "pooled-server", null, config);
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "pooled-client", null, config);
+        try {
+            List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+            Channel server = echoServer(serverGroup, accepted);
+            // an idle connection: both ends at the floor once the handshake is through
+            RdmaSocketChannel idle = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
+            RdmaTestSupport.awaitCondition("the idle connection at the floor, both ends", () -> accepted.size() == 1
+                    && reserved(idle) == CreditWindow.FLOOR && reserved(accepted.get(0)) == CreditWindow.FLOOR,
+                    10_000, () -> "accepted " + accepted);
+            long idleBytes = RdmaTestSupport.onLoop(idle, () -> idle.counters().registeredBytes);
+
+            EchoClient echo = new EchoClient(16 << 20, Pattern.standard(), 99);
+            RdmaSocketChannel streaming = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .handler(echo).connect(server.localAddress()).sync().channel();
+            RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
+            RdmaSocketChannel streamed = accepted.get(1);
+            assertEquals(COUNT, peakReservedReceives(streaming), "the client's window grew to its limit");
+            assertEquals(COUNT, peakReservedReceives(streamed), "the server's window grew to its limit");
+            assertEquals(0, peakReservedReceives(idle), "the idle window never grew");
+            assertEquals(0, peakReservedReceives(accepted.get(0)), "the idle window never grew");
+
+            RdmaTestSupport.awaitCondition("the streamed windows back at the floor", () ->
+                    reserved(streaming) == CreditWindow.FLOOR && reserved(streamed) == CreditWindow.FLOOR,
+                    10 * PooledWindow.TICK_MILLIS, () -> "client " + reserved(streaming) + ", server "
+                    + reserved(streamed));
+            assertEquals(2 * CreditWindow.FLOOR, reserved(idle, pool(idle)), "the client pool holds two floors");
+            assertEquals(2 * CreditWindow.FLOOR, reserved(server, pool(streamed)), "the server pool holds two floors");
+            // the counters follow the reservation: the idle connection counts 4 receive buffers, not 16
+            assertEquals(idleBytes, (long) RdmaTestSupport.onLoop(streaming, () -> streaming.counters()
+                    .registeredBytes), "a connection back at the floor counts the registered bytes of an idle one");
+            // and after the shrink the connection still carries every byte
+            EchoClient again = new EchoClient(1 << 20, Pattern.standard(), 7);
+            RdmaSocketChannel third = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .handler(again).connect(server.localAddress()).sync().channel();
+            RdmaTestSupport.await(again.done, 60_000, "the second echo", again::state);
+            third.close().sync();
+            streaming.close().sync();
+            idle.close().sync();
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    /**
+     * Either side with the pool and the other without (a v1 peer for pooled credits): the handshake falls back to v1's
+     * windows, the pooled side reserves its whole receive count, and every byte is echoed.
+     */
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void aPooledSideAndOneWithoutThePoolSpeakV1Credits() throws Exception {
+        for (boolean serverPooled : new boolean[] {true, false}) {
+            EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "mixed-server", null,
+                    RdmaTestSupport.config().setSharedReceiveQueue(serverPooled));
+            EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "mixed-client", null,
+                    RdmaTestSupport.config().setSharedReceiveQueue(!serverPooled));
+            try {
+                List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+                Channel server = echoServer(serverGroup, accepted);
+                EchoClient echo = new EchoClient(4 << 20, Pattern.standard(), 5);
+                RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                        .handler(echo).connect(server.localAddress()).sync().channel();
+                RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
+                RdmaSocketChannel pooledEnd = serverPooled ? accepted.get(0) : client;
+                RdmaSocketChannel ownEnd = serverPooled ? client : accepted.get(0);
+                assertNotNull(pool(pooledEnd), "server pooled " + serverPooled);
+                assertNull(pool(ownEnd));
+                assertEquals(COUNT, reservedReceives(pooledEnd), "v1 credits: the whole window stays reserved");
+                client.close().sync();
+                server.close().sync();
+            } finally {
+                RdmaTestSupport.shutdown(clientGroup, serverGroup);
+            }
+        }
+    }
+
+    private static int reserved(RdmaSocketChannel c) {
+        try {
+            return reservedReceives(c);
+        } catch (Exception e) {
+            throw new AssertionError(e);
         }
     }
 
