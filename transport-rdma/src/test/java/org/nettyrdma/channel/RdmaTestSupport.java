@@ -320,7 +320,12 @@ final class RdmaTestSupport {
 
     /** Runs {@code task} on {@code channel}'s event loop and returns its result. */
     static <T> T onLoop(Channel channel, Callable<T> task) throws Exception {
-        return channel.eventLoop().submit(task).get(10, TimeUnit.SECONDS);
+        return onLoop(channel.eventLoop(), task);
+    }
+
+    /** Runs {@code task} on {@code loop} and returns its result. */
+    static <T> T onLoop(EventExecutor loop, Callable<T> task) throws Exception {
+        return loop.submit(task).get(10, TimeUnit.SECONDS);
     }
 
     /** Bytes in the channel's outbound buffer (written, not yet acknowledged by a send completion); -1 when gone. */
