@@ -158,7 +158,8 @@ final class CreditWindow {
     /**
      * Pooled credits: sets aside the credits beyond {@code keep} and the one the CREDIT message carrying them spends, to
      * be given back to the peer unspent ({@link #takeReturning}); returns whether there are any (the caller then posts
-     * a CREDIT message). An idle sender does so, so that its peer's pool can let the receives behind them go.
+     * a CREDIT message). An idle sender does so, so that its peer's pool can let the receives behind them go; it keeps
+     * {@code FLOOR - 1}, as the peer owes the CREDIT message's own credit back: the floor again, in all.
      */
     boolean returnSurplus(int keep) {
         int surplus = Math.min(sendCredits - 1 - keep, RdmaProtocol.MAX_RETURNED_PER_HEADER - returning);
@@ -202,7 +203,7 @@ final class CreditWindow {
     /**
      * Sets the receives the peer is meant to hold ({@value #FLOOR} to the limit). Growing owes the new receives as
      * data credits (the caller reserved them first); shrinking forgives what is owed beyond the new target, and what
-     * the peer still holds beyond it is forgiven as it comes back. {@link #reservation()} says what the receives must
+     * the peer still holds beyond it is forgiven as it comes back. {@link #reservation} says what the receives must
      * cover meanwhile.
      */
     void setTarget(int t) {
@@ -307,11 +308,13 @@ final class CreditWindow {
     }
 
     /**
-     * The receives this connection needs from a pool now: its target, or more while the peer still holds credits
-     * granted under a larger one (they come back, and are forgiven, as its messages arrive).
+     * The receives this connection needs posted in a pool now, {@code unread} messages of the peer held unread: its
+     * target, or more while what the peer holds, what is owed to it and the unread messages (each owed when read)
+     * exceed it, as after the target came down (they are forgiven as the peer's messages arrive). Only a growth of the
+     * target raises that sum, so a reservation kept at least at this covers every message an honest peer can send.
      */
-    long reservation() {
-        return Math.max(target, grantedToPeer - receivedFromPeer);
+    long reservation(int unread) {
+        return Math.max(target, grantedToPeer - receivedFromPeer + owedData + owedCtrl + unread);
     }
 
     /** Messages that arrived from the peer in all (each spent one of its credits). */

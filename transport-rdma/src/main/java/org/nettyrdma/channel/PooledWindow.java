@@ -74,12 +74,7 @@ final class PooledWindow {
         }
     }
 
-    /**
-     * The receives this connection needs posted: its target, or more while what the peer holds, what is owed to it and
-     * the messages held unread (each will be owed when read) exceed it, as after the target came down.
-     */
     private long needed() {
-        return Math.max(credits.target(),
-                credits.peerOutstanding() + credits.owedData() + credits.owedControl() + res.heldReceives());
+        return credits.reservation(res.heldReceives());
     }
 }

@@ -747,7 +747,7 @@ final class RdmaConnection {
             return;
         }
         if (window.idleSender() && mayPostCredits() && sends.hasRoom()
-                && credits.returnSurplus(CreditWindow.FLOOR)) {
+                && credits.returnSurplus(CreditWindow.FLOOR - 1)) {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
     }

@@ -12,7 +12,7 @@ import org.nettyrdma.verbs.WorkRequestList;
  * design: a connection's receives still come from its own {@link ReceiveQueue}).
  *
  * <p>Accounting: connections reserve receives ({@link #tryReserve}, at least {@link CreditWindow#FLOOR} each, their
- * {@link CreditWindow#reservation()} as it moves) and the pool keeps {@link #target()} = reserved + margin posted
+ * {@link CreditWindow#reservation} as it moves) and the pool keeps {@link #target()} = reserved + margin posted
  * ({@link #refill()}). A receive a message consumed completes on the loop's completion queue; {@link #take} hands its
  * buffer over and counts it out of {@link #posted()}. Every honest message consumes a receive its sender had a credit
  * for, and a connection's credits never exceed its reservation, so with refill caught up the queue is never empty

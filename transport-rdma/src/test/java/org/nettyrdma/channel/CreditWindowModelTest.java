@@ -44,7 +44,9 @@ import static org.junit.jupiter.api.Assertions.fail;
  * Pooled credits (docs/srq-design.md, section 2) add one action: <b>retarget</b>, the window's target set to any value
  * from {@value CreditWindow#FLOOR} to its limit ({@link CreditWindow#setTarget}), followed by rule 2's question; owed
  * credits beyond the target are forgiven. The check then also asserts that no grant takes the peer beyond the target
- * (what the pool reserved for the connection).
+ * (what the pool reserved for the connection). And one more, once per side: <b>return</b>, a sender gives back its
+ * credits beyond the floor unspent in a CREDIT message ({@link CreditWindow#returnSurplus}, what an idle sender does
+ * every tick; modelled at any moment, a superset), which its peer takes with {@link CreditWindow#onReturned}.
  *
  * <p>Not modelled: the send queue's room (its depth, count + 4, exceeds any window here), close() (shutdownOutput
  * covers its FIN), protocol v2's ring (its PADs would be one more action: docs/srq-design.md).
@@ -61,8 +63,10 @@ class CreditWindowModelTest {
     private static final int DATA = 1;
     private static final int CREDIT = 2;
     private static final int FIN = 3;
+    /** A CREDIT message returning unspent credits (pooled credits: the second byte of its header). */
+    private static final int RETURN = 0;
     private static final String[] SIDE = {"client", "server"};
-    private static final String[] TYPE = {"?", "DATA", "CREDIT", "FIN"};
+    private static final String[] TYPE = {"CREDIT(returning)", "DATA", "CREDIT", "FIN"};
 
     /** Writes and reads only: the pattern of docs/protocol.md's trace. */
     @Test
@@ -123,6 +127,9 @@ class CreditWindowModelTest {
             forgave += c.forgivingStates;
             if (w[2] + w[5] > 0) {
                 assertTrue(c.forgivingStates > 0, "no state forgave a credit: the model does not exercise forgiveness");
+                if (w[1] > CreditWindow.FLOOR || w[4] > CreditWindow.FLOOR) {
+                    assertTrue(c.returnsSent > 0, "no surplus returned: the model does not exercise returns");
+                }
             }
         }
         System.out.println("CreditWindowModelTest: " + states + " states explored " + (pooled ? "(pooled, "
@@ -145,6 +152,8 @@ class CreditWindowModelTest {
         CreditWindow w;
         /** Target changes left. */
         int retargets;
+        /** Surplus returns left (pooled credits). */
+        int returns;
         int toWrite;
         /** Written (flushed) messages waiting for credits. */
         int queued;
@@ -160,6 +169,7 @@ class CreditWindowModelTest {
             Side s = new Side();
             s.w = new CreditWindow(w);
             s.retargets = retargets;
+            s.returns = returns;
             s.toWrite = toWrite;
             s.queued = queued;
             s.pending = pending;
@@ -213,6 +223,11 @@ class CreditWindowModelTest {
         final Side[] side = new Side[2];
         final long[] wire = new long[2];
         final int[] inFlight = new int[2];
+        /**
+         * The credits the RETURN in flight each way gives back (1 or 2 in windows up to 6), 0 if none: each side
+         * returns once, so one at most is in flight each way.
+         */
+        final int[] returnedInFlight = new int[2];
         /** What led here, when the search records its trace; else null. */
         StringBuilder log;
 
@@ -225,6 +240,8 @@ class CreditWindowModelTest {
             s.wire[1] = wire[1];
             s.inFlight[0] = inFlight[0];
             s.inFlight[1] = inFlight[1];
+            s.returnedInFlight[0] = returnedInFlight[0];
+            s.returnedInFlight[1] = returnedInFlight[1];
             return s;
         }
 
@@ -248,7 +265,10 @@ class CreditWindowModelTest {
         }
 
         long key2() {
-            return wire[0] | wire[1] << 30;
+            // each side's key fills its 31 bits: the returns left and the returned counts in flight go above the wire's
+            return wire[0] | wire[1] << 30 | bits(side[0].returns, 1) << 60 | bits(side[1].returns, 1) << 61
+                    | bits(Math.max(0, returnedInFlight[0] - 1), 1) << 62 | bits(Math.max(0, returnedInFlight[1] - 1), 1)
+                    << 63;
         }
 
         @Override
@@ -281,6 +301,8 @@ class CreditWindowModelTest {
         long completed;
         /** Visited states in which a side has forgiven credits. */
         long forgivingStates;
+        /** Surplus returns sent, in all. */
+        long returnsSent;
 
         /**
          * @param clientInitial the credits the client starts the server with; {@code clientWindow} its limit
@@ -319,8 +341,9 @@ class CreditWindowModelTest {
             completed = 0;
             State init = new State();
             init.log = trace ? new StringBuilder() : null;
-            init.side[0] = newSide(clientInitial, clientWindow, serverInitial, serverWindow, clientRetargets);
-            init.side[1] = newSide(serverInitial, serverWindow, clientInitial, clientWindow, serverRetargets);
+            int returns = clientRetargets + serverRetargets > 0 ? 1 : 0; // pooled credits negotiated
+            init.side[0] = newSide(clientInitial, clientWindow, serverInitial, serverWindow, clientRetargets, returns);
+            init.side[1] = newSide(serverInitial, serverWindow, clientInitial, clientWindow, serverRetargets, returns);
             init.side[0].open = true;
             if (init.log != null) {
                 init.log.append("client greets");
@@ -380,11 +403,13 @@ class CreditWindowModelTest {
             return b.append("  ").append(last.log).append("\n      -> ").append(last).toString();
         }
 
-        private static Side newSide(int ownInitial, int ownLimit, int peerInitial, int peerLimit, int retargets) {
+        private static Side newSide(int ownInitial, int ownLimit, int peerInitial, int peerLimit, int retargets,
+                int returns) {
             Side s = new Side();
             s.w = new CreditWindow(ownInitial, ownLimit);
             assertNull(s.w.peerReady(peerInitial, peerLimit));
             s.retargets = retargets;
+            s.returns = returns;
             s.toWrite = MESSAGES;
             return s;
         }
@@ -440,6 +465,19 @@ class CreditWindowModelTest {
                     maybeReturnCredits(n, i);
                     out.add(n);
                 }
+                if (me.returns > 0 && me.open && !me.finReceived && me.w.sendCredits() > CreditWindow.FLOOR) {
+                    // RdmaConnection.windowTick: the sender gives back what it holds beyond the floor
+                    State n = s.copy();
+                    Side m = n.side[i];
+                    m.returns--;
+                    assertTrue(m.w.returnSurplus(CreditWindow.FLOOR - 1));
+                    if (n.log != null) {
+                        n.log.append(SIDE[i]).append(" returns its surplus");
+                    }
+                    send(n, i, RETURN);
+                    returnsSent++;
+                    out.add(n);
+                }
                 if (i == 1 && !me.open) {
                     // RDMA CM's ESTABLISHED on InfiniBand and RoCE: openSendSide, then onBatchComplete
                     State n = s.copy();
@@ -482,6 +520,10 @@ class CreditWindowModelTest {
                 n.log.append(' ').append(TYPE[type]).append('+').append(credits);
             }
             String v = me.w.onReceived(credits);
+            if (v == null && type == RETURN) {
+                v = me.w.onReturned(n.returnedInFlight[1 - i]);
+                n.returnedInFlight[1 - i] = 0;
+            }
             if (v != null && violation == null) {
                 violation = SIDE[i] + "'s window refused an honest peer: " + v;
             }
@@ -568,6 +610,14 @@ class CreditWindowModelTest {
             Side me = n.side[i];
             if (!me.w.canSendControl() && violation == null) {
                 violation = SIDE[i] + " sent a " + TYPE[type] + " without a credit";
+            }
+            int returned = type == CREDIT || type == RETURN ? me.w.takeReturning() : 0;
+            if ((returned > 0) != (type == RETURN) || returned > 2 || n.returnedInFlight[i] != 0 && returned > 0) {
+                throw new IllegalStateException("the model's RETURN carries 1 or 2 credits, one in flight each way: "
+                        + returned + ", " + n);
+            }
+            if (returned > 0) {
+                n.returnedInFlight[i] = returned;
             }
             int credits = me.w.takeOwed();
             if (credits > 0 && me.w.peerOutstanding() > me.w.target() && violation == null) {

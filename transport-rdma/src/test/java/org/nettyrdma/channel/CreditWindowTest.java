@@ -157,13 +157,13 @@ class CreditWindowTest {
         w.oweControl();
         w.oweControl();
         w.oweData(5); // 3 DATA still unread
-        assertEquals(16, w.reservation());
+        assertEquals(16, w.reservation(0));
         w.setTarget(8);
         assertEquals(8, w.peerOutstanding() + w.owedData() + w.owedControl(), "6 held, 2 owed: the target");
         assertEquals(0, w.owedControl(), "control credits go first");
         assertEquals(2, w.owedData());
         assertEquals(5, w.forgiven());
-        assertEquals(8, w.reservation());
+        assertEquals(8, w.reservation(0));
         w.oweData(3); // the last 3 read: all beyond the target
         assertEquals(2, w.owedData());
         assertEquals(8, w.forgiven());
@@ -171,14 +171,14 @@ class CreditWindowTest {
         assertEquals(8, w.peerOutstanding());
         // shrinking below what the peer holds: its credits stay valid, the reservation follows them down
         w.setTarget(4);
-        assertEquals(8, w.reservation(), "the peer holds 8: the receives must stay posted");
+        assertEquals(8, w.reservation(0), "the peer holds 8: the receives must stay posted");
         receive(w, 3);
-        assertEquals(5, w.reservation());
+        assertEquals(5, w.reservation(0));
         w.oweData(3);
         assertEquals(0, w.takeOwed(), "5 held of a target of 4: nothing more to grant");
         receive(w, 2);
         w.oweData(2);
-        assertEquals(4, w.reservation());
+        assertEquals(4, w.reservation(0));
         assertEquals(1, w.takeOwed(), "3 held: one back to the target");
         assertEquals(4, w.peerOutstanding());
     }
@@ -195,7 +195,7 @@ class CreditWindowTest {
         assertTrue(w.shouldReturnCredits(), "a quarter of the new target of 8");
         assertEquals(5, w.takeOwed());
         assertEquals(6, w.peerOutstanding());
-        assertEquals(8, w.reservation());
+        assertEquals(8, w.reservation(0));
         assertEquals(0, w.forgiven());
         assertThrows(IllegalArgumentException.class, () -> w.setTarget(17), "beyond the announced limit");
         assertThrows(IllegalArgumentException.class, () -> w.setTarget(CreditWindow.FLOOR - 1), "below the floor");
@@ -214,6 +214,64 @@ class CreditWindowTest {
         }
         assertEquals(0, w.forgiven());
         assertEquals(4, w.peerOutstanding());
+    }
+
+    /**
+     * The connecting side created its window with its whole receive count; pooled credits negotiated, its handshake
+     * started the peer at the floor, and the window restates that: nothing granted beyond it, early messages checked.
+     */
+    @Test
+    void aConnectingSideRestatesItsWindowAtThePooledStart() {
+        CreditWindow w = new CreditWindow(16, 16);
+        receive(w, 2); // data that beat the handshake
+        w.oweControl();
+        assertNull(w.peerReady(4, 16));
+        assertNull(w.startPooled(CreditWindow.FLOOR));
+        assertEquals(CreditWindow.FLOOR, w.target());
+        assertEquals(2, w.peerOutstanding(), "4 granted, 2 arrived");
+        assertEquals(1, w.owedControl(), "within the target: still owed");
+        assertEquals(16, w.limit(), "it may grow to the limit it announced");
+
+        CreditWindow early = new CreditWindow(16, 16);
+        receive(early, 5);
+        assertTrue(early.startPooled(CreditWindow.FLOOR).contains("sent 5 messages before the handshake, more than "
+                + "the 4 credits"));
+        CreditWindow granted = new CreditWindow(16, 16);
+        receive(granted, 1);
+        granted.oweControl();
+        assertEquals(1, granted.takeOwed());
+        assertThrows(IllegalStateException.class, () -> granted.startPooled(CreditWindow.FLOOR),
+                "credits granted beyond the start: the send side was open before the handshake");
+    }
+
+    /**
+     * An idle sender gives back what it holds beyond the floor, keeping one credit for the CREDIT message that carries
+     * them; the receiver takes them as arrived messages that owe nothing, and refuses more than the sender held.
+     */
+    @Test
+    void surplusCreditsGoBackUnspentAndTheReceiverChecksThem() {
+        CreditWindow sender = new CreditWindow(4, 16);
+        assertNull(sender.peerReady(12, 16));
+        assertTrue(sender.returnSurplus(CreditWindow.FLOOR - 1));
+        assertEquals(CreditWindow.FLOOR, sender.sendCredits(), "3 kept and the CREDIT message's credit");
+        assertFalse(sender.returnSurplus(CreditWindow.FLOOR - 1), "nothing more to return");
+        assertEquals(8, sender.takeReturning());
+        assertEquals(0, sender.takeReturning(), "taken once");
+        sender.spend();
+        assertEquals(1, sender.spent());
+
+        CreditWindow receiver = new CreditWindow(12, 16);
+        assertNull(receiver.peerReady(4, 16));
+        receiver.setTarget(CreditWindow.FLOOR); // the window shrank: the peer still holds 12
+        assertEquals(12, receiver.reservation(0));
+        assertNull(receiver.onReceived(0)); // the CREDIT message itself
+        assertNull(receiver.onReturned(8));
+        assertEquals(3, receiver.peerOutstanding(), "12 granted, 1 message and 8 returned");
+        assertEquals(0, receiver.owedData() + receiver.owedControl(), "returned credits are not owed back");
+        receiver.oweControl(); // the CREDIT message's receive, posted again: the floor in all
+        assertEquals(CreditWindow.FLOOR, receiver.reservation(0));
+        assertNull(receiver.onReceived(0));
+        assertEquals("returned 3 credits, more than it held (2)", receiver.onReturned(3));
     }
 
     private static void receive(CreditWindow w, int messages) {

@@ -124,6 +124,12 @@ final class HostilePeer implements AutoCloseable {
         post(WrOpcode.SEND, RdmaProtocol.HEADER_LENGTH + payload, 0, 0);
     }
 
+    /** A CREDIT message whose second byte says it returns {@code returned} credits unspent (pooled credits). */
+    void sendReturn(int returned) throws Exception {
+        RdmaProtocol.putHeader(sendMr.buffer(), 0, RdmaProtocol.TYPE_CREDIT, returned, 0);
+        post(WrOpcode.SEND, RdmaProtocol.HEADER_LENGTH, 0, 0);
+    }
+
     /** The credits granted by the messages that have arrived (their receives posted again), without waiting. */
     int takeGrantedCredits() {
         int credits = 0;

@@ -61,7 +61,8 @@ class RdmaHandshakeTest {
     @BeforeAll
     static void startServer() {
         group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory(
-                new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED).setBusyPollNanos(0)));
+                new RdmaIoHandlerConfig().setProvider(RdmaIoHandlerConfig.PROVIDER_EMULATED).setBusyPollNanos(0)
+                        .setSharedReceiveQueue(false))); // a side without a pool
         server = new ServerBootstrap().group(group).channel(RdmaServerSocketChannel.class)
                 .childHandler(new HelloFirst())
                 .bind(new InetSocketAddress("127.0.0.1", 0)).syncUninterruptibly().channel();
@@ -148,8 +149,8 @@ class RdmaHandshakeTest {
     }
 
     /**
-     * A peer that offers pooled credits connects to a side that does not (every side until the shared receive pool
-     * exists): it gets v1's answer, no bit 2, and the connection carries data on v1's credits.
+     * A peer that offers pooled credits connects to a side that does not (without the shared receive queue option): it
+     * gets v1's answer, no bit 2, and the connection carries data on v1's credits.
      */
     @Test
     void aPooledPeerGetsV1FromASideWithoutAPool() throws Exception {

@@ -162,6 +162,15 @@ final class RdmaTestSupport {
         return new RdmaIoHandlerConfig().setProvider(provider()).setBusyPollNanos(0);
     }
 
+    /**
+     * As {@link #config()}, each connection posting receives of its own whatever {@code -Dorg.nettyrdma.sharedReceiveQueue}
+     * says: for tests that count a connection's receive window (16 credits from the start) or its registered bytes
+     * (16 receive buffers), which pooled credits change by design (docs/testing.md).
+     */
+    static RdmaIoHandlerConfig ownReceivesConfig() {
+        return config().setSharedReceiveQueue(false);
+    }
+
     /** A group of RDMA event loops on the provider under test. */
     static MultiThreadIoEventLoopGroup newGroup(int threads, String name) {
         return newGroup(threads, name, null);

@@ -40,8 +40,9 @@ class RdmaTransportCountersTest {
 
     @BeforeEach
     void setUp() {
-        serverGroup = RdmaTestSupport.newGroup(1, "counters-server");
-        clientGroup = RdmaTestSupport.newGroup(1, "counters-client");
+        // counts each connection's 16 receive buffers
+        serverGroup = RdmaTestSupport.newGroup(1, "counters-server", null, RdmaTestSupport.ownReceivesConfig());
+        clientGroup = RdmaTestSupport.newGroup(1, "counters-client", null, RdmaTestSupport.ownReceivesConfig());
     }
 
     @AfterEach

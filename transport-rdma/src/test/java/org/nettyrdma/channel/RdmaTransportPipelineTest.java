@@ -539,8 +539,9 @@ class RdmaTransportPipelineTest {
         String answer = RdmaTestSupport.awaitMoving(reply.line, progress(client, child), 30_000, "the rest of a "
                 + "64 KiB message to a server that keeps its first " + kept + " buffers of 1 KiB did not arrive",
                 state);
-        assertEquals("received=" + total + " mismatch=-1 kept=" + kept, answer, () -> "the server's check; "
-                + state.get());
+        // (with pooled credits the window starts at 4: the writes waiting for credits go out in fewer, larger messages)
+        assertEquals("received=" + total + " mismatch=-1 kept=" + Math.min(kept, keeper.reads), answer,
+                () -> "the server's check; " + state.get());
         assertTrue(reply.exceptions.isEmpty() && serverErrors.exceptions.isEmpty(), state);
     }
 

@@ -48,8 +48,11 @@ class RdmaTransportSendStagingTest {
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void idleConnectionsHoldNoStagingAndShareTheLoopsPool() throws Exception {
         int connections = 8;
-        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "staging-server");
-        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "staging-client");
+        // counts each connection's 16 receive buffers
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "staging-server", null,
+                RdmaTestSupport.ownReceivesConfig());
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "staging-client", null,
+                RdmaTestSupport.ownReceivesConfig());
         try {
             Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(Echo.INSTANCE)
                     .bind(RdmaTestSupport.anyPort()).sync().channel();
@@ -116,7 +119,8 @@ class RdmaTransportSendStagingTest {
         int connections = 4;
         int size = 65536;
         long bytes = RdmaTestSupport.scaledBytes(8L << 20, 1 << 20);
-        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSendStagingBytes(StagingPool.MAX_REGION_BYTES);
+        RdmaIoHandlerConfig config = RdmaTestSupport.ownReceivesConfig() // the peer's 16 credits fill the staging
+                .setSendStagingBytes(StagingPool.MAX_REGION_BYTES);
         EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "exhausted-server", null, config);
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "exhausted-client", null, config);
         try {
@@ -181,9 +185,11 @@ class RdmaTransportSendStagingTest {
     void slotsOfSendsInFlightComeBackOnlyWithTheirQueuePair() throws Exception {
         org.junit.jupiter.api.Assumptions.assumeFalse(RdmaTestSupport.isNative(), "silences a link: emulated only");
         int size = 65536;
-        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSendStagingBytes(StagingPool.MAX_REGION_BYTES);
+        RdmaIoHandlerConfig config = RdmaTestSupport.ownReceivesConfig() // the peer's 16 credits fill the staging
+                .setSendStagingBytes(StagingPool.MAX_REGION_BYTES);
         List<RdmaIoHandler> clientHandlers = new ArrayList<>();
-        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "inflight-server");
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "inflight-server", null,
+                RdmaTestSupport.ownReceivesConfig());
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "inflight-client", clientHandlers, config);
         try {
             Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
@@ -265,9 +271,11 @@ class RdmaTransportSendStagingTest {
         org.junit.jupiter.api.Assumptions.assumeFalse(RdmaTestSupport.isNative(), "delays completions: emulated only");
         int size = 65536;
         int count = 32; // 31 data credits: one connection can hold all 16 slots
-        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSendStagingBytes(StagingPool.MAX_REGION_BYTES);
+        RdmaIoHandlerConfig config = RdmaTestSupport.ownReceivesConfig() // the peer's 16 credits fill the staging
+                .setSendStagingBytes(StagingPool.MAX_REGION_BYTES);
         List<RdmaIoHandler> clientHandlers = new ArrayList<>();
-        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "wake-server");
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "wake-server", null,
+                RdmaTestSupport.ownReceivesConfig());
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "wake-client", clientHandlers, config);
         try {
             Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)

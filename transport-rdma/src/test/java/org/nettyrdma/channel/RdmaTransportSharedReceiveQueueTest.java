@@ -9,7 +9,9 @@ import org.junit.jupiter.api.Timeout;
 import org.nettyrdma.channel.RdmaTestSupport.Pattern;
 import org.nettyrdma.channel.RdmaTransportManyConnectionsTest.Echo;
 import org.nettyrdma.channel.RdmaTransportManyConnectionsTest.EchoClient;
+import org.nettyrdma.verbs.CmEventType;
 
+import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -222,6 +224,49 @@ class RdmaTransportSharedReceiveQueueTest {
                 server.close().sync();
             } finally {
                 RdmaTestSupport.shutdown(clientGroup, serverGroup);
+            }
+        }
+    }
+
+    /**
+     * A hostile peer: a pooled server starts it at 4 credits; its CREDIT returns more than it holds (5, after the
+     * message itself spent one of the 4). The server fails that connection, naming the violation, and frees it; a
+     * CREDIT returning credits without pooled credits is a reserved byte that is not 0.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aPeerReturningMoreCreditsThanItHoldsIsCutOff() throws Exception {
+        for (boolean pooled : new boolean[] {true, false}) {
+            EventLoopGroup group = RdmaTestSupport.newGroup(1, "return-server", null,
+                    RdmaTestSupport.config().setSharedReceiveQueue(pooled));
+            try {
+                RdmaTestSupport.ExceptionRecorder errors = new RdmaTestSupport.ExceptionRecorder();
+                List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+                Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(
+                        new ChannelInitializer<Channel>() {
+                            @Override
+                            protected void initChannel(Channel ch) {
+                                accepted.add((RdmaSocketChannel) ch);
+                                ch.pipeline().addLast(errors);
+                            }
+                        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+                try (HostilePeer peer = new HostilePeer()) {
+                    assertEquals(CmEventType.ESTABLISHED, peer.connect((InetSocketAddress) server.localAddress(),
+                            RdmaProtocol.handshake(16384, 16, 0, CreditWindow.FLOOR, 16)));
+                    peer.sendReturn(5);
+                    assertNotNull(peer.awaitTornDown(10_000), "the connection is still up: " + peer);
+                }
+                RdmaTestSupport.awaitCondition("the violation reported", () -> !errors.exceptions.isEmpty(), 10_000,
+                        () -> "accepted " + accepted);
+                String message = errors.exceptions.peek().getMessage();
+                assertTrue(message.contains(pooled ? "returned 5 credits, more than it held (3)"
+                        : "reserved byte is 5, not 0"), message);
+                RdmaTestSupport.awaitCondition("the connection's resources freed", () ->
+                        RdmaIoHandler.counters(group).queuePairs() == 0, 10_000, () -> "" + RdmaIoHandler.counters(
+                        group));
+                server.close().sync();
+            } finally {
+                RdmaTestSupport.shutdown(group);
             }
         }
     }

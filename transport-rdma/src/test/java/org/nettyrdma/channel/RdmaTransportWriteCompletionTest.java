@@ -43,7 +43,8 @@ class RdmaTransportWriteCompletionTest {
 
     @BeforeEach
     void setUp() throws Exception {
-        group = RdmaTestSupport.newGroup(2, "write-completion");
+        group = RdmaTestSupport.newGroup(2, "write-completion", null,
+                RdmaTestSupport.ownReceivesConfig()); // counts the peer's 16 credits
         CompletableFuture<Channel> child = new CompletableFuture<>();
         server = RdmaTestSupport.serverBootstrap(group, group)
                 .childOption(ChannelOption.AUTO_READ, false)
