@@ -45,7 +45,8 @@ final class ConnectionResources {
     final boolean offersWriteRing;
     /**
      * Whether this side offers pooled credits (handshake flag bit 2, docs/srq-design.md section 2): when its receives
-     * come from a loop's shared pool, where its window grows and shrinks ({@link PooledWindow}).
+     * come from a loop's shared pool, where its window grows and shrinks ({@link PooledWindow}), and it does not offer
+     * the WRITE ring.
      */
     final boolean offersPooledCredits;
     /**
@@ -110,8 +111,11 @@ final class ConnectionResources {
         // receives from the loop's shared pool where asked and it has room for this connection's, else its own
         ReceivePool sharedPool = handler.config().isSharedReceiveQueue()
                 ? handler.receivePool(queues, recvSize, receiveMemory()) : null;
+        // pooled credits, not with the WRITE ring: a ring message waiting unread holds no pool buffer, and the window's
+        // reservation would not count it (it keeps its whole window in the pool then)
+        boolean pooledCredits = sharedPool != null && !offersWriteRing;
         // an accepted pooled peer starts at the floor; a connecting side reserves its whole window until it knows
-        int initial = sharedPool != null && peerOffersPooledCredits ? CreditWindow.FLOOR : recvCount;
+        int initial = pooledCredits && peerOffersPooledCredits ? CreditWindow.FLOOR : recvCount;
         if (sharedPool != null && !sharedPool.tryReserve(initial)) {
             sharedPool = null;
             initial = recvCount;
@@ -150,7 +154,7 @@ final class ConnectionResources {
         qp = createdQp;
         pool = sharedPool;
         pooled = shared;
-        offersPooledCredits = sharedPool != null;
+        offersPooledCredits = pooledCredits && sharedPool != null;
         initialCredits = initial;
         reservedReceives = sharedPool != null ? initial : 0;
         receiveSlotBytes = receiveMemory().slotSize(recvSize);

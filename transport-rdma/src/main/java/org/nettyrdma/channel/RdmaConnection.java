@@ -234,12 +234,6 @@ final class RdmaConnection {
         if (violation != null) {
             throw protocolViolation(violation);
         }
-        if (pooled) {
-            window = new PooledWindow(credits, res);
-            window.release();
-            windowTick = ch.eventLoop().scheduleWithFixedDelay(this::windowTick, PooledWindow.TICK_MILLIS,
-                    PooledWindow.TICK_MILLIS, TimeUnit.MILLISECONDS);
-        }
         // a SEND is at most the smaller receive buffer of both sides: the peer's handshake never decides what this
         // side allocates (staging is sqDepth sends of this size)
         if (earlyPeerRing != null && !writeRing) {
@@ -247,6 +241,13 @@ final class RdmaConnection {
         }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing,
                 this::touch);
+        if (pooled) {
+            window = new PooledWindow(credits, res);
+            window.release();
+            // (scheduled once nothing of the set-up can fail: an accept that fails never reaches destroy())
+            windowTick = ch.eventLoop().scheduleWithFixedDelay(this::windowTick, PooledWindow.TICK_MILLIS,
+                    PooledWindow.TICK_MILLIS, TimeUnit.MILLISECONDS);
+        }
         int keepAliveMillis = config.getKeepAliveMillis();
         if (keepAliveMillis > 0 && !res.canRead) {
             logger.debug("{}: no keep-alive: the device allows no RDMA READ in flight (max_qp_rd_atom 0)", ch);
@@ -714,8 +715,9 @@ final class RdmaConnection {
         if (!mayPostCredits()) {
             return;
         }
-        if (window != null) {
+        if (window != null && !is(CLOSING | CLOSE_REQUESTED) && sends.hasRoom() && credits.canSendControl()) {
             try {
+                // (only when a CREDIT could carry the growth: else each call would double the window again)
                 window.beforeReturn();
             } catch (VerbsException e) {
                 unsafe.fail(e);
@@ -746,7 +748,8 @@ final class RdmaConnection {
             unsafe.fail(e);
             return;
         }
-        if (window.idleSender() && mayPostCredits() && sends.hasRoom()
+        // (a sender waiting for staging or closing is not idle)
+        if (window.idleSender() && mayPostCredits() && !is(SEND_BLOCKED | FIN_SENT | CLOSING) && sends.hasRoom()
                 && credits.returnSurplus(CreditWindow.FLOOR - 1)) {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }

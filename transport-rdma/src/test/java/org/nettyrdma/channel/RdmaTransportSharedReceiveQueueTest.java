@@ -4,6 +4,7 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.nettyrdma.channel.RdmaTestSupport.Pattern;
@@ -225,6 +226,44 @@ class RdmaTransportSharedReceiveQueueTest {
             } finally {
                 RdmaTestSupport.shutdown(clientGroup, serverGroup);
             }
+        }
+    }
+
+    /**
+     * With the WRITE ring negotiated a connection on the pool keeps its whole window there (no pooled credits: a ring
+     * message waiting unread holds no pool buffer, so a shrinking window's reservation would not count it).
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aConnectionWithTheWriteRingKeepsItsWholeWindowInThePool() throws Exception {
+        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSharedReceiveQueue(true);
+        EventLoopGroup group = RdmaTestSupport.newGroup(1, "ring-pool", null, config);
+        try {
+            List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+            Channel server = RdmaTestSupport.serverBootstrap(group, group)
+                    .childOption(RdmaChannelOption.WRITE_RING, true).childHandler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            accepted.add((RdmaSocketChannel) ch);
+                            ch.pipeline().addLast(Echo.INSTANCE);
+                        }
+                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            EchoClient echo = new EchoClient(4 << 20, Pattern.standard(), 3);
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
+                    .option(RdmaChannelOption.WRITE_RING, true).handler(echo).connect(server.localAddress()).sync()
+                    .channel();
+            RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
+            boolean ring = RdmaTestSupport.onLoop(client, client::writeRingNegotiated);
+            if (ring) {
+                assertEquals(COUNT, reservedReceives(client));
+                assertEquals(COUNT, reservedReceives(accepted.get(0)));
+                assertEquals(0, peakReservedReceives(client), "no pooled window to grow");
+            }
+            client.close().sync();
+            server.close().sync();
+            Assumptions.assumeTrue(ring, "the device offers no WRITE ring (no memory windows)");
+        } finally {
+            RdmaTestSupport.shutdown(group);
         }
     }
 
