@@ -224,7 +224,7 @@ class CreditWindowModelTest {
         final long[] wire = new long[2];
         final int[] inFlight = new int[2];
         /**
-         * The credits the RETURN in flight each way gives back (1 or 2 in windows up to 6), 0 if none: each side
+         * The credits the RETURN in flight each way gives back (1 to 4; 1 or 2 in windows up to 6), 0 if none: each side
          * returns once, so one at most is in flight each way.
          */
         final int[] returnedInFlight = new int[2];
@@ -261,14 +261,14 @@ class CreditWindowModelTest {
         }
 
         long key1() {
-            return side[0].key() << 31 | side[1].key();
+            // each side's key fills its 31 bits; the returns left go in the two above
+            return side[0].key() << 31 | side[1].key() | bits(side[0].returns, 1) << 62 | bits(side[1].returns, 1) << 63;
         }
 
         long key2() {
-            // each side's key fills its 31 bits: the returns left and the returned counts in flight go above the wire's
-            return wire[0] | wire[1] << 30 | bits(side[0].returns, 1) << 60 | bits(side[1].returns, 1) << 61
-                    | bits(Math.max(0, returnedInFlight[0] - 1), 1) << 62 | bits(Math.max(0, returnedInFlight[1] - 1), 1)
-                    << 63;
+            // the returned counts in flight (1..4) go above the wire's 60 bits
+            return wire[0] | wire[1] << 30 | bits(Math.max(0, returnedInFlight[0] - 1), 2) << 60
+                    | bits(Math.max(0, returnedInFlight[1] - 1), 2) << 62;
         }
 
         @Override
@@ -612,8 +612,8 @@ class CreditWindowModelTest {
                 violation = SIDE[i] + " sent a " + TYPE[type] + " without a credit";
             }
             int returned = type == CREDIT || type == RETURN ? me.w.takeReturning() : 0;
-            if ((returned > 0) != (type == RETURN) || returned > 2 || n.returnedInFlight[i] != 0 && returned > 0) {
-                throw new IllegalStateException("the model's RETURN carries 1 or 2 credits, one in flight each way: "
+            if ((returned > 0) != (type == RETURN) || returned > 4 || n.returnedInFlight[i] != 0 && returned > 0) {
+                throw new IllegalStateException("the model's RETURN carries 1 to 4 credits, one in flight each way: "
                         + returned + ", " + n);
             }
             if (returned > 0) {
