@@ -113,7 +113,7 @@ public final class FairnessBenchmark {
                 RdmaIoHandler.newFactory(config));
         try {
             Channel echo = new ServerBootstrap().group(serverGroup).channel(RdmaServerSocketChannel.class)
-                    .childHandler(new Echo()).bind(new InetSocketAddress(host, 0)).sync().channel();
+                    .childHandler(EchoHandler.INSTANCE).bind(new InetSocketAddress(host, 0)).sync().channel();
             Channel discard = new ServerBootstrap().group(serverGroup).channel(RdmaServerSocketChannel.class)
                     .childOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, firehoseBuffers)
                     .childHandler(new Discard()).bind(new InetSocketAddress(host, 0)).sync().channel();
@@ -269,19 +269,6 @@ public final class FairnessBenchmark {
             if (wrote) {
                 ctx.flush();
             }
-        }
-    }
-
-    @ChannelHandler.Sharable
-    private static final class Echo extends ChannelInboundHandlerAdapter {
-        @Override
-        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            ctx.write(msg, ctx.voidPromise());
-        }
-
-        @Override
-        public void channelReadComplete(ChannelHandlerContext ctx) {
-            ctx.flush();
         }
     }
 

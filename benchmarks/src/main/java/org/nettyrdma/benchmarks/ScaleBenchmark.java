@@ -5,7 +5,6 @@ import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
-import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.EventLoopGroup;
@@ -85,7 +84,7 @@ public final class ScaleBenchmark {
     private static void run(EventLoopGroup serverGroup, EventLoopGroup clientGroup, int connections, int bytes,
                             int atOnce, double settle, String host, RdmaIoHandlerConfig config) throws Exception {
         Channel server = new ServerBootstrap().group(serverGroup).channel(RdmaServerSocketChannel.class)
-                .childHandler(Echo.INSTANCE).bind(new InetSocketAddress(host, 0)).sync().channel();
+                .childHandler(EchoHandler.INSTANCE).bind(new InetSocketAddress(host, 0)).sync().channel();
         System.out.printf(Locale.ROOT, "%d connections to one server, %d bytes echoed each; server loops %s, client "
                 + "loops %s; shared receive queue %s%n", connections, bytes, loops(serverGroup), loops(clientGroup),
                 config.isSharedReceiveQueue());
@@ -204,26 +203,6 @@ public final class ScaleBenchmark {
         void sample() {
             server = Math.max(server, RdmaIoHandler.counters(serverGroup).registeredBytes());
             client = Math.max(client, RdmaIoHandler.counters(clientGroup).registeredBytes());
-        }
-    }
-
-    @ChannelHandler.Sharable
-    private static final class Echo extends ChannelInboundHandlerAdapter {
-        static final Echo INSTANCE = new Echo();
-
-        @Override
-        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            ctx.write(msg);
-        }
-
-        @Override
-        public void channelReadComplete(ChannelHandlerContext ctx) {
-            ctx.flush();
-        }
-
-        @Override
-        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-            ctx.close();
         }
     }
 

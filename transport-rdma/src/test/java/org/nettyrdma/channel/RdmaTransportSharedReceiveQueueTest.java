@@ -1,6 +1,8 @@
 package org.nettyrdma.channel;
 
+import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
@@ -72,7 +74,7 @@ class RdmaTransportSharedReceiveQueueTest {
                 // from a few bytes to ~1 MiB: many receives of each connection consumed and posted again
                 EchoClient echo = new EchoClient(1000 + 150_000 * i, pattern, 777L * i);
                 echoes.add(echo);
-                clients.add((RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup).handler(echo)
+                clients.add((RdmaSocketChannel) client(clientGroup).handler(echo)
                         .connect(server.localAddress()).sync().channel());
             }
             for (EchoClient e : echoes) {
@@ -114,13 +116,25 @@ class RdmaTransportSharedReceiveQueueTest {
 
     private static Channel echoServer(EventLoopGroup group, List<RdmaSocketChannel> accepted)
             throws InterruptedException {
-        return RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInitializer<Channel>() {
-            @Override
-            protected void initChannel(Channel ch) {
-                accepted.add((RdmaSocketChannel) ch);
-                ch.pipeline().addLast(Echo.INSTANCE);
-            }
-        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        return server(group, accepted, false, Echo.INSTANCE);
+    }
+
+    /** A client bootstrap without the WRITE ring offered (it excludes pooled credits; -Dorg.nettyrdma.writeRing=true). */
+    private static Bootstrap client(EventLoopGroup group) {
+        return RdmaTestSupport.clientBootstrap(group).option(RdmaChannelOption.WRITE_RING, false);
+    }
+
+    /** A server whose accepted channels go to {@code accepted}, with {@code handler}, offering the WRITE ring or not. */
+    private static Channel server(EventLoopGroup group, List<RdmaSocketChannel> accepted, boolean writeRing,
+            ChannelHandler handler) throws InterruptedException {
+        return RdmaTestSupport.serverBootstrap(group, group).childOption(RdmaChannelOption.WRITE_RING, writeRing)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        accepted.add((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(handler);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
     }
 
     /** The receives the channels reserved in their loop's pool, in all; each between the floor and the count. */
@@ -157,7 +171,7 @@ class RdmaTransportSharedReceiveQueueTest {
             List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
             Channel server = echoServer(serverGroup, accepted);
             // an idle connection: both ends at the floor once the handshake is through
-            RdmaSocketChannel idle = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+            RdmaSocketChannel idle = (RdmaSocketChannel) client(clientGroup)
                     .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
             RdmaTestSupport.awaitCondition("the idle connection at the floor, both ends", () -> accepted.size() == 1
                     && reserved(idle) == CreditWindow.FLOOR && reserved(accepted.get(0)) == CreditWindow.FLOOR,
@@ -165,7 +179,7 @@ class RdmaTransportSharedReceiveQueueTest {
             long idleBytes = RdmaTestSupport.onLoop(idle, () -> idle.counters().registeredBytes);
 
             EchoClient echo = new EchoClient(16 << 20, Pattern.standard(), 99);
-            RdmaSocketChannel streaming = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+            RdmaSocketChannel streaming = (RdmaSocketChannel) client(clientGroup)
                     .handler(echo).connect(server.localAddress()).sync().channel();
             RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
             RdmaSocketChannel streamed = accepted.get(1);
@@ -186,7 +200,7 @@ class RdmaTransportSharedReceiveQueueTest {
                     .registeredBytes), "a connection back at the floor counts the registered bytes of an idle one");
             // and after the shrink the connection still carries every byte
             EchoClient again = new EchoClient(1 << 20, Pattern.standard(), 7);
-            RdmaSocketChannel third = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+            RdmaSocketChannel third = (RdmaSocketChannel) client(clientGroup)
                     .handler(again).connect(server.localAddress()).sync().channel();
             RdmaTestSupport.await(again.done, 60_000, "the second echo", again::state);
             third.close().sync();
@@ -214,7 +228,7 @@ class RdmaTransportSharedReceiveQueueTest {
                 List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
                 Channel server = echoServer(serverGroup, accepted);
                 EchoClient echo = new EchoClient(4 << 20, Pattern.standard(), 5);
-                RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                RdmaSocketChannel client = (RdmaSocketChannel) client(clientGroup)
                         .handler(echo).connect(server.localAddress()).sync().channel();
                 RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
                 RdmaSocketChannel pooledEnd = serverPooled ? accepted.get(0) : client;
@@ -241,14 +255,7 @@ class RdmaTransportSharedReceiveQueueTest {
         EventLoopGroup group = RdmaTestSupport.newGroup(1, "ring-pool", null, config);
         try {
             List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
-            Channel server = RdmaTestSupport.serverBootstrap(group, group)
-                    .childOption(RdmaChannelOption.WRITE_RING, true).childHandler(new ChannelInitializer<Channel>() {
-                        @Override
-                        protected void initChannel(Channel ch) {
-                            accepted.add((RdmaSocketChannel) ch);
-                            ch.pipeline().addLast(Echo.INSTANCE);
-                        }
-                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            Channel server = server(group, accepted, true, Echo.INSTANCE);
             EchoClient echo = new EchoClient(4 << 20, Pattern.standard(), 3);
             RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
                     .option(RdmaChannelOption.WRITE_RING, true).handler(echo).connect(server.localAddress()).sync()
@@ -282,14 +289,7 @@ class RdmaTransportSharedReceiveQueueTest {
             try {
                 RdmaTestSupport.ExceptionRecorder errors = new RdmaTestSupport.ExceptionRecorder();
                 List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
-                Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(
-                        new ChannelInitializer<Channel>() {
-                            @Override
-                            protected void initChannel(Channel ch) {
-                                accepted.add((RdmaSocketChannel) ch);
-                                ch.pipeline().addLast(errors);
-                            }
-                        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+                Channel server = server(group, accepted, false, errors);
                 try (HostilePeer peer = new HostilePeer()) {
                     assertEquals(CmEventType.ESTABLISHED, peer.connect((InetSocketAddress) server.localAddress(),
                             RdmaProtocol.handshake(16384, 16, 0, CreditWindow.FLOOR, 16)));
