@@ -251,7 +251,8 @@ final class CreditWindow {
     /**
      * Whether a CREDIT message should go out now, with a credit to spend on it (docs/protocol.md, "Credits", rule 2):
      * <ul>
-     *   <li>data credits owed reached a quarter of the target (the receive count without a pool); or</li>
+     *   <li>data credits owed reached a quarter of the target (the receive count without a pool), at least 2 (a
+     *   single one waits for the next header: the reply, in a ping-pong); or</li>
      *   <li>the peer may be out of credits (what it was granted minus what it sent is at most 1) and data credits are
      *   owed, or at least two control credits.</li>
      * </ul>
@@ -265,7 +266,7 @@ final class CreditWindow {
         if (owedData + owedCtrl == 0 || !canSendControl()) {
             return false;
         }
-        if (owedData >= Math.max(1, target / 4)) {
+        if (owedData >= Math.max(2, target / 4)) {
             return true;
         }
         boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
