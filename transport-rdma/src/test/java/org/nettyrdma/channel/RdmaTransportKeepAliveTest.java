@@ -110,7 +110,11 @@ class RdmaTransportKeepAliveTest {
     private static void assertEchoed(Channel client, CompletableFuture<ByteBuf> echoed, byte... bytes)
             throws Exception {
         client.writeAndFlush(Unpooled.wrappedBuffer(bytes)).sync();
-        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "");
+        // (what both ends did, should it not come: once on siw0 under JDK 25 the echo of one byte never came back
+        // after both loops had stalled for 3 s, though both channels were active)
+        ByteBuf back = RdmaTestSupport.await(echoed, 10_000, "the echo", () -> "client " + (client.isActive()
+                ? "active " : "inactive ") + ((RdmaSocketChannel) client).counters() + ", the loops of its group (the "
+                + "server's too) " + RdmaIoHandler.counters(client.eventLoop().parent()));
         try {
             assertEquals(Unpooled.wrappedBuffer(bytes), back);
         } finally {
