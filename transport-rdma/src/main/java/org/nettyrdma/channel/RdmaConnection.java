@@ -870,8 +870,15 @@ final class RdmaConnection {
                 // delivered first, as on DISCONNECTED
                 unsafe.onDisconnected();
             } else if (status != WcStatus.WR_FLUSH_ERR || !is(CLOSING | PEER_GONE | FAILED)) {
-                unsafe.writeFailed(new IOException("send failed: " + WcStatus.name(status)
-                        + (status == WcStatus.RETRY_EXC_ERR ? " (the peer does not answer: gone or unreachable)" : "")));
+                IOException cause = new IOException("send failed: " + WcStatus.name(status)
+                        + (status == WcStatus.RETRY_EXC_ERR ? " (the peer does not answer: gone or unreachable)" : ""));
+                if (control || probe) {
+                    // no write of the pipeline's carries it (a reader sends only CREDITs): the pipeline hears why, as
+                    // a socket's read reports a reset
+                    unsafe.fail(cause);
+                } else {
+                    unsafe.writeFailed(cause);
+                }
             }
             return;
         }

@@ -23,6 +23,7 @@ import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
 import org.nettyrdma.channel.RdmaTestSupport.Pattern;
 import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
 import org.nettyrdma.channel.RdmaTestSupport.StreamWriter;
+import org.nettyrdma.verbs.WcStatus;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -111,6 +112,54 @@ class RdmaTransportCloseTest {
         assertEquals("inactive", ev.get(1), () -> "second event: " + ev);
         assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
         server.close().sync();
+    }
+
+    /**
+     * A connection that breaks while this side has nothing of the pipeline's to send (only its own CREDIT messages, as
+     * a reader returning buffers): no write carries the failure, so the pipeline hears it, then channelInactive, as
+     * a socket's read sees a reset. Once on siw0 across two hosts the server closed quietly instead, as if the peer had
+     * closed cleanly. Emulated: the fault injector fails the reader's next send.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aConnectionBrokenUnderItsCreditMessagesFailsWithTheCause() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "failing one send needs the emulated fabric's fault injector");
+        List<RdmaIoHandler> serverHandlers = new CopyOnWriteArrayList<>();
+        EventLoopGroup readerGroup = RdmaTestSupport.newGroup(1, "close-reader", serverHandlers);
+        try {
+            EventRecorder reader = new EventRecorder();
+            CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
+            Channel server = RdmaTestSupport.serverBootstrap(readerGroup, readerGroup)
+                    .childHandler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            child.complete((RdmaSocketChannel) ch);
+                            ch.pipeline().addLast(reader);
+                        }
+                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            Channel client = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ExceptionRecorder())
+                    .connect(server.localAddress()).sync().channel();
+            RdmaSocketChannel ch = RdmaTestSupport.await(child, 10_000, "the accepted channel", () -> "");
+            RdmaTestSupport.onLoop(ch, () -> {
+                serverHandlers.get(0).resources().provider().faults().failNextSend(ch.resources().qp,
+                        WcStatus.RETRY_EXC_ERR);
+                return null;
+            });
+            // messages enough that the reader owes, and sends, a CREDIT: the send that fails
+            for (int i = 0; i < 64 && client.isActive(); i++) {
+                client.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {(byte) i}));
+            }
+            RdmaTestSupport.await(reader.inactive, 10_000, "the reader's channelInactive", reader::toString);
+            assertEquals(1, reader.exceptions.size(), reader::toString);
+            Throwable t = reader.exceptions.peek();
+            assertInstanceOf(IOException.class, t, () -> RdmaTestSupport.describe(t));
+            assertTrue(String.valueOf(t.getMessage()).contains("transport retry counter exceeded"),
+                    () -> RdmaTestSupport.describe(t));
+            assertEquals("inactive", reader.events.get(reader.events.size() - 1), reader::toString);
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(readerGroup);
+        }
     }
 
     /**
