@@ -17,15 +17,18 @@ import java.util.concurrent.TimeUnit;
  * promise, its time-out, its target, and what each RDMA CM failure means for it. Event loop only.
  */
 final class PendingConnect {
-    /** Connects again on a fresh CM id after a port in use, at most this many times (iWARP; see {@link #failure}). */
-    static final int PORT_IN_USE_RETRIES = 3;
+    /**
+     * Connects again on a fresh CM id after a port in use or a broken MPA exchange, at most this many times (iWARP; see
+     * {@link #retryOnFreshId}).
+     */
+    static final int FRESH_ID_RETRIES = 3;
 
     final ChannelPromise promise;
     final InetSocketAddress remote;
     /** The local address asked for, or null. */
     final InetSocketAddress local;
     private Future<?> timeout;
-    private int portInUseRetries;
+    private int retries;
 
     PendingConnect(ChannelPromise promise, InetSocketAddress remote, InetSocketAddress local) {
         this.promise = promise;
@@ -34,16 +37,22 @@ final class PendingConnect {
     }
 
     /**
-     * Whether {@code event} ends this connect only because the local port RDMA CM picked is held by a TCP socket
-     * (iWARP), so that connecting again on a fresh id (another port) may succeed; counts the retry. Not when the
-     * application chose the local port: another attempt would take the same.
+     * Whether {@code event} ends this connect for a reason of iWARP's that connecting again on a fresh CM id (another
+     * local port) may well not meet; counts the retry. iWARP's connection is a TCP connection of the host: the local
+     * port RDMA CM picked may be held by a TCP socket (-EADDRINUSE), and the MPA exchange on it may break before the
+     * connection is up (-EINVAL: soft-iWARP reports so when reading the MPA reply fails, found more bytes than the
+     * reply, none, or a reset; seen once in CI, with no byte of the application's sent). Not when the application
+     * chose the local port: another attempt would take the same.
      */
-    boolean retryOnAnotherPort(CmEvent event) {
-        if (event.type() != CmEventType.CONNECT_ERROR || event.status() != -Errno.EADDRINUSE
-                || (local != null && local.getPort() != 0) || portInUseRetries == PORT_IN_USE_RETRIES) {
+    boolean retryOnFreshId(CmEvent event, boolean iwarp) {
+        if (event.type() != CmEventType.CONNECT_ERROR || (local != null && local.getPort() != 0)
+                || retries == FRESH_ID_RETRIES) {
             return false;
         }
-        portInUseRetries++;
+        if (event.status() != -Errno.EADDRINUSE && !(iwarp && event.status() == -Errno.EINVAL)) {
+            return false;
+        }
+        retries++;
         return true;
     }
 
@@ -88,10 +97,13 @@ final class PendingConnect {
                     // (one in TIME_WAIT from an earlier connection, or a listener)
                     return new ConnectException("RDMA CM CONNECT_ERROR connecting to " + remote + ": the local port "
                             + "chosen is in use by a TCP socket (status " + status(event) + "; on iWARP the connection"
-                            + " is a TCP connection of the host; the transport tried " + (PORT_IN_USE_RETRIES + 1)
+                            + " is a TCP connection of the host; the transport tried " + (FRESH_ID_RETRIES + 1)
                             + " ports unless the local port was given); connect again, which picks another port");
                 }
-                // fall through
+                return new ConnectException("RDMA CM CONNECT_ERROR connecting to " + remote + ": the connection "
+                        + "exchange with the peer failed (status " + status(event) + "; on iWARP, the MPA exchange on "
+                        + "the TCP connection, which the transport tried " + (FRESH_ID_RETRIES + 1) + " times unless "
+                        + "the local port was given)");
             case ADDR_ERROR:
             case ROUTE_ERROR:
                 return new ConnectException("RDMA CM " + event.type() + ": no RDMA route to " + remote + " (status "

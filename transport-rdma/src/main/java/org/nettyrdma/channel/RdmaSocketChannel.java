@@ -18,6 +18,7 @@ import org.nettyrdma.channel.RdmaProtocol.RdmaProtocolException;
 import org.nettyrdma.verbs.CmEvent;
 import org.nettyrdma.verbs.CmId;
 import org.nettyrdma.verbs.CompletionArray;
+import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.VerbsException;
 
 import java.io.IOException;
@@ -466,8 +467,9 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                     onEstablished(event);
                     break;
                 case CONNECT_ERROR:
-                    if (connecting != null && connecting.retryOnAnotherPort(event)) {
-                        connectOnFreshId();
+                    boolean iwarp = conn != null && conn.resources().iwarp;
+                    if (connecting != null && connecting.retryOnFreshId(event, iwarp)) {
+                        connectOnFreshId(event);
                         break;
                     }
                     // fall through
@@ -490,13 +492,13 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
         /**
          * iWARP: the local port RDMA CM picked for this connect is held by a TCP socket (one in TIME_WAIT of an earlier
-         * connection, or a listener). The connect starts over on a fresh CM id, which picks another port; the
-         * promise and its time-out stay.
+         * connection, or a listener), or the MPA exchange broke ({@link PendingConnect#retryOnFreshId}). The connect
+         * starts over on a fresh CM id, which picks another port; the promise and its time-out stay.
          */
-        private void connectOnFreshId() {
+        private void connectOnFreshId(CmEvent event) {
             PendingConnect c = connecting;
-            logger.debug("{}: the local port for {} is in use by a TCP socket; connecting again from another",
-                    RdmaSocketChannel.this, c.remote);
+            logger.debug("{}: connecting to {} failed ({} {}); connecting again from another local port",
+                    RdmaSocketChannel.this, c.remote, event.type(), Errno.describe(event.status()));
             try {
                 if (conn != null) {
                     conn.destroy(); // never connected: nothing to disconnect

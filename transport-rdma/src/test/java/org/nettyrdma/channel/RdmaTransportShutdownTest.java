@@ -132,8 +132,12 @@ class RdmaTransportShutdownTest {
             for (Channel ch : ended.channels) {
                 assertFalse(ch.isOpen(), () -> what + ": a channel is still open");
             }
-            assertEquals(connections, ended.inactive.get(), what + ": channelInactive seen by pipelines");
-            assertEquals(connections, ended.unregistered.get(), what + ": channelUnregistered seen by pipelines");
+            // every channel that was active (on iWARP a server may have had one more: a connect whose MPA exchange
+            // broke, tried again from another port, leaves an accepted channel that was reset at once)
+            int active = ended.channels.size();
+            assertTrue(active >= connections, () -> what + ": " + active + " channels active of " + connections);
+            assertEquals(active, ended.inactive.get(), what + ": channelInactive seen by pipelines");
+            assertEquals(active, ended.unregistered.get(), what + ": channelUnregistered seen by pipelines");
             if (serverSide) {
                 assertFalse(server.isOpen(), what + ": the listener is still open");
                 assertEquals(1, listener.inactive.get(), what + ": channelInactive seen by the listener's pipeline");

@@ -270,10 +270,11 @@ final class EmulatedCmId implements CmId {
             if (fabric.isBlackhole(remote.getAddress())) {
                 return;
             }
-            if (fabric.takePortInUse(remote)) {
+            int failure = fabric.takeConnectFailure(remote);
+            if (failure != 0) {
                 state = State.DISCONNECTED;
                 cancelConnectTimeout();
-                post(CmEventType.CONNECT_ERROR, null, -Errno.EADDRINUSE, null);
+                post(CmEventType.CONNECT_ERROR, null, failure, null);
                 return;
             }
             EmulatedCmId listener = fabric.listenerLocked(remote);

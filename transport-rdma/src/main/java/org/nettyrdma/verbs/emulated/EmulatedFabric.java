@@ -41,7 +41,8 @@ public final class EmulatedFabric {
 
     private final List<EmulatedDevice> devices = new ArrayList<>();
     private final Set<InetAddress> blackholes = new HashSet<>();
-    private final Map<InetSocketAddress, Integer> portsInUse = new HashMap<>();
+    /** Per remote address: the status its next connects fail with, and how many more. */
+    private final Map<InetSocketAddress, int[]> failingConnects = new HashMap<>();
     private final Map<InetAddress, Integer> listenPortsInUse = new HashMap<>();
     private final List<EmulatedCmId> boundIds = new ArrayList<>();
     private final AtomicInteger qpNums = new AtomicInteger(0x11);
@@ -118,13 +119,28 @@ public final class EmulatedFabric {
      * The next {@code count} connects to {@code remote} fail with CONNECT_ERROR, status -EADDRINUSE, as on iWARP when
      * the TCP port RDMA CM picked for the connecting side is held by another socket (soft-iWARP, seen in CI).
      */
-    public synchronized void failConnectsWithPortInUse(InetSocketAddress remote, int count) {
-        portsInUse.put(remote, count);
+    public void failConnectsWithPortInUse(InetSocketAddress remote, int count) {
+        failConnects(remote, -Errno.EADDRINUSE, count);
     }
 
-    /** Whether this connect to {@code remote} fails for a port in use (one of those {@link #failConnectsWithPortInUse}). */
-    synchronized boolean takePortInUse(InetSocketAddress remote) {
-        return countDown(portsInUse, remote);
+    /**
+     * The next {@code count} connects to {@code remote} fail with CONNECT_ERROR and {@code status} (a negative errno),
+     * before the listener hears of them.
+     */
+    public synchronized void failConnects(InetSocketAddress remote, int status, int count) {
+        failingConnects.put(remote, new int[] {status, count});
+    }
+
+    /** The status this connect to {@code remote} fails with (one of those {@link #failConnects}), or 0. */
+    synchronized int takeConnectFailure(InetSocketAddress remote) {
+        int[] f = failingConnects.get(remote);
+        if (f == null) {
+            return 0;
+        }
+        if (--f[1] <= 0) {
+            failingConnects.remove(remote);
+        }
+        return f[0];
     }
 
     /**
