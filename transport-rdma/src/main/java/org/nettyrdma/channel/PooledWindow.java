@@ -7,13 +7,11 @@ import org.nettyrdma.verbs.VerbsException;
  * its target in the {@link CreditWindow} and its reservation in the loop's shared receive pool, moved together. It
  * starts at {@link CreditWindow#FLOOR}; when the peer may be starving (it holds at most one credit) and data credits are
  * owed, the target doubles, up to the limit, if the pool has room; a connection whose peer did not starve for a whole
- * {@link #TICK_MILLIS} halves it, down to the floor. The reservation always covers what the peer may still consume
- * plus the messages held unread, so honest peers never find the shared queue empty. Event loop only.
+ * tick of the loop ({@link RdmaIoHandler#TICK_MILLIS}) halves it, down to the floor. The reservation always covers what
+ * the peer may still consume plus the messages held unread, so honest peers never find the shared queue empty. Event
+ * loop only.
  */
 final class PooledWindow {
-    /** How often an unstarved window halves. */
-    static final int TICK_MILLIS = 1000;
-
     private final CreditWindow credits;
     private final ConnectionResources res;
     /** Whether the peer looked starving since the last tick. */

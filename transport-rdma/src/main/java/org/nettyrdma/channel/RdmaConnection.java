@@ -90,8 +90,6 @@ final class RdmaConnection {
     private boolean postedAtLastTick;
     /** Pooled credits, when negotiated: the window's growth and shrink in the loop's shared receive pool. */
     private PooledWindow window;
-    /** The pooled window's tick, every {@link PooledWindow#TICK_MILLIS}; null without pooled credits. */
-    private Future<?> windowTick;
     /** The next {@link #nudge()}, while one is scheduled. */
     private Future<?> nudge;
     /** How many times {@link #nudge()} has looked for room in the send queue. */
@@ -244,9 +242,6 @@ final class RdmaConnection {
         if (pooled) {
             window = new PooledWindow(credits, res);
             window.release();
-            // (scheduled once nothing of the set-up can fail: an accept that fails never reaches destroy())
-            windowTick = ch.eventLoop().scheduleWithFixedDelay(this::windowTick, PooledWindow.TICK_MILLIS,
-                    PooledWindow.TICK_MILLIS, TimeUnit.MILLISECONDS);
         }
         int keepAliveMillis = config.getKeepAliveMillis();
         if (keepAliveMillis > 0 && !res.canRead) {
@@ -735,11 +730,12 @@ final class RdmaConnection {
     }
 
     /**
-     * The pooled window's tick: an unstarved window shrinks, and its reservation with it; a sender idle since the last
-     * tick gives its surplus credits back, so that the peer's pool can let their receives go.
+     * The loop's tick ({@link RdmaIoHandler#TICK_MILLIS}), for a pooled window: an unstarved window shrinks, and its
+     * reservation with it; a sender idle since the last tick gives its surplus credits back, so that the peer's pool
+     * can let their receives go.
      */
-    private void windowTick() {
-        if (is(DESTROYED)) {
+    void tick() {
+        if (window == null || is(DESTROYED)) {
             return;
         }
         try {
@@ -991,9 +987,6 @@ final class RdmaConnection {
         }
         if (nudge != null) {
             nudge.cancel(false);
-        }
-        if (windowTick != null) {
-            windowTick.cancel(false);
         }
         if (res.destroy() && linger != null) {
             linger.release(); // its bytes in flight are no longer read: the QP is gone

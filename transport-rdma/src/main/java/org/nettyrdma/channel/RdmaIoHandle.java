@@ -34,6 +34,10 @@ interface RdmaIoHandle extends IoHandle {
     /** The handler finished a batch in which this handle asked to be told ({@link RdmaIoHandler#touch}). */
     void onBatchComplete();
 
+    /** The loop's housekeeping tick, every {@link RdmaIoHandler#TICK_MILLIS}. */
+    default void tick() {
+    }
+
     /** Something the handle's resources depend on failed (its completion queue): the channel reports it and closes. */
     void fail(Throwable cause);
 

@@ -12,6 +12,7 @@ import io.netty.channel.IoRegistration;
 import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.concurrent.EventExecutorGroup;
+import io.netty.util.concurrent.Future;
 import io.netty.util.concurrent.SingleThreadEventExecutor;
 import io.netty.util.concurrent.ThreadAwareExecutor;
 import io.netty.util.internal.ObjectUtil;
@@ -32,6 +33,7 @@ import org.nettyrdma.verbs.VerbsProvider;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -61,6 +63,8 @@ public final class RdmaIoHandler implements IoHandler {
     /** Receives a shared receive queue holds at most (or the device's {@code max_srq_wr}). */
     static final int SHARED_RECEIVE_QUEUE_SIZE = 4096;
     private static final long LOOP_ERROR_BACKOFF_MILLIS = 1000;
+    /** The loop's housekeeping tick ({@link #tick}), from its first registration on. */
+    static final int TICK_MILLIS = 1000;
     /** Each live handler by its event loop, for {@link #counters(EventExecutorGroup)}. */
     private static final ConcurrentMap<ThreadAwareExecutor, RdmaIoHandler> LOOPS = new ConcurrentHashMap<>();
 
@@ -108,6 +112,10 @@ public final class RdmaIoHandler implements IoHandler {
     private int receivePoolEnd;
     private static final WarnLimiter REFILL_FAILURES = new WarnLimiter(10, TimeUnit.SECONDS);
     private final StagingPool.Budget stagingBudget;
+    /** The periodic {@link #tick}, from the first registration on; null before, or where the loop cannot schedule. */
+    private Future<?> tick;
+    /** The handles a tick runs for, gathered first (a tick may close a channel, which deregisters it); reused. */
+    private RdmaIoHandle[] ticking = new RdmaIoHandle[16];
 
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) throws VerbsException {
         this.executor = executor;
@@ -670,6 +678,30 @@ public final class RdmaIoHandler implements IoHandler {
         return p;
     }
 
+    /**
+     * Housekeeping every {@link #TICK_MILLIS}, one task for all the loop's channels: each handle's {@link
+     * RdmaIoHandle#tick} (pooled credit windows shrink, idle senders give surplus credits back), then send staging a
+     * burst needed goes once the loop is quiet ({@link StagingPool#tick}).
+     */
+    private void tick() {
+        int n = 0;
+        for (Registration r : registrations.values()) {
+            if (n == ticking.length) {
+                ticking = Arrays.copyOf(ticking, 2 * n);
+            }
+            ticking[n++] = r.handle;
+        }
+        for (int i = 0; i < n; i++) {
+            RdmaIoHandle h = ticking[i];
+            ticking[i] = null;
+            h.tick();
+        }
+        for (int i = 0; i < stagingPools.size(); i++) {
+            stagingPools.get(i).tick();
+        }
+        counters.publish();
+    }
+
     /** The completion queues this handler has (one per device, more where connections outgrew one). */
     int deviceQueueCount() {
         return devices.size();
@@ -690,6 +722,9 @@ public final class RdmaIoHandler implements IoHandler {
         }
         Registration r = new Registration(nextId++, (RdmaIoHandle) handle);
         registrations.put(r.id, r);
+        if (tick == null && loop != null) {
+            tick = loop.scheduleWithFixedDelay(this::tick, TICK_MILLIS, TICK_MILLIS, TimeUnit.MILLISECONDS);
+        }
         return r;
     }
 
@@ -738,6 +773,9 @@ public final class RdmaIoHandler implements IoHandler {
             closeQueues(q);
         }
         deadQueues.clear();
+        if (tick != null) {
+            tick.cancel(false);
+        }
         for (StagingPool p : stagingPools) {
             p.close(); // after the connections: a slot still out (a QP not destroyed) keeps its region
         }

@@ -641,6 +641,13 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             }
         }
 
+        @Override
+        public void tick() {
+            if (conn != null) {
+                conn.tick();
+            }
+        }
+
         void scheduleRead() {
             if (!readScheduled) {
                 readScheduled = true;

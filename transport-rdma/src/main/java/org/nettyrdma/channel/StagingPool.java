@@ -18,7 +18,8 @@ import java.util.Arrays;
  * kept while a connection uses the pool, and freed when the last one leaves ({@link #leave}). Free slots are an {@code
  * int} stack: taking or giving one back is two int operations and allocates nothing. When none is free and none can be
  * registered, the connection waits ({@link #await}) and is woken when a slot comes back, one waiter per slot, in the
- * order they came.
+ * order they came. Regions a burst needed are given back once the pool has been quiet for {@link #IDLE_TICKS} of the
+ * loop's ticks ({@link #tick}): no slot out, none taken meanwhile.
  *
  * <p>A slot is given back only once no work request can read it (its SEND completed, or its QP is destroyed), and
  * regions are freed only with no slot out (the last send queue leaving, or {@link #close()}, or the last slot back
@@ -32,6 +33,8 @@ final class StagingPool {
     static final int MAX_REGION_SLOTS = 256;
     /** The inline scratch: control messages (a header, a RING message) are written here and posted inline. */
     static final int SCRATCH_BYTES = 4096;
+    /** Ticks of the loop ({@link RdmaIoHandler#TICK_MILLIS} each) without a slot taken before the regions go. */
+    static final int IDLE_TICKS = 5;
 
     /** What woken waiters do: flush again (a connection touches itself for the end of the batch). */
     interface Waiter {
@@ -70,6 +73,10 @@ final class StagingPool {
     private boolean closed;
     /** Whether the loop's cap stopped a growth since the last warning. */
     private boolean capWarned;
+    /** Whether a slot was taken since the last {@link #tick}. */
+    private boolean taken;
+    /** The loop's ticks in a row without a slot taken. */
+    private int quietTicks;
 
     /**
      * A pool of {@code slotSize}-byte slots registered in {@code pd}, within {@code budget}; the bytes it registers are
@@ -97,7 +104,21 @@ final class StagingPool {
             return -1;
         }
         inUse++;
+        taken = true;
         return free[--freeCount];
+    }
+
+    /**
+     * The loop's tick: after {@link #IDLE_TICKS} in a row without a slot taken, and with none out, the regions are freed
+     * (the scratch stays) and counted out of the loop's registered bytes; the next SEND registers again. A connection
+     * that is sometimes idle pays a region's registration after each quiet spell; one that stays idle holds none.
+     */
+    void tick() {
+        quietTicks = taken ? 0 : quietTicks + 1;
+        taken = false;
+        if (quietTicks >= IDLE_TICKS && inUse == 0 && regionCount > 0 && !closed) {
+            freeSlotRegions();
+        }
     }
 
     /**
@@ -302,18 +323,26 @@ final class StagingPool {
     }
 
     private void freeRegions() {
+        freeSlotRegions();
+        if (scratch != null) {
+            scratch.close();
+            scratch = null;
+            loopCounters.registeredBytes -= SCRATCH_BYTES;
+        }
+    }
+
+    /** Frees the regions of the slots (none may be out). */
+    private void freeSlotRegions() {
         for (int i = 0; i < regionCount; i++) {
             regions[i].close();
             regions[i] = null;
+            views[i] = null;
         }
-        if (scratch != null) {
-            scratch.close();
-        }
-        budget.usedBytes -= regionCount * regionBytes();
-        loopCounters.registeredBytes -= registeredBytes();
+        long bytes = regionCount * regionBytes();
+        budget.usedBytes -= bytes;
+        loopCounters.registeredBytes -= bytes;
         regionCount = 0;
         freeCount = 0;
-        scratch = null;
     }
 
     @Override

@@ -94,6 +94,14 @@ class RdmaTransportSendStagingTest {
             assertEquals(connections * receives + rings + poolBytes, loop, () -> "client loop "
                     + RdmaIoHandler.counters(clientGroup));
             assertTrue(poolBytes < connections * (COUNT + 4L) * SIZE, "less than a staging of its own each");
+            // a loop quiet for StagingPool.IDLE_TICKS of its ticks gives the region back (the scratch stays)
+            long rest = connections * receives + rings + poolBytes - StagingPool.MAX_REGION_BYTES;
+            long quietMillis = (StagingPool.IDLE_TICKS + 2L) * RdmaIoHandler.TICK_MILLIS;
+            RdmaTestSupport.awaitCondition("the staging region given back once the loop is quiet",
+                    () -> RdmaIoHandler.counters(clientGroup).registeredBytes() == rest, quietMillis + 10_000,
+                    () -> "client loop " + RdmaIoHandler.counters(clientGroup) + ", expected " + rest);
+            assertEquals(0, RdmaTestSupport.onLoop(clients.get(0), pool::registeredBytes) - (poolBytes
+                    - StagingPool.MAX_REGION_BYTES), "the pool's own count");
 
             for (RdmaSocketChannel c : clients) {
                 c.close().sync();

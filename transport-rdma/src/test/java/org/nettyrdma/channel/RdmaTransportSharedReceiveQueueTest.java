@@ -191,7 +191,7 @@ class RdmaTransportSharedReceiveQueueTest {
 
             RdmaTestSupport.awaitCondition("the streamed windows back at the floor", () ->
                     reserved(streaming) == CreditWindow.FLOOR && reserved(streamed) == CreditWindow.FLOOR,
-                    10 * PooledWindow.TICK_MILLIS, () -> "client " + reserved(streaming) + ", server "
+                    10 * RdmaIoHandler.TICK_MILLIS, () -> "client " + reserved(streaming) + ", server "
                     + reserved(streamed));
             assertEquals(2 * CreditWindow.FLOOR, reserved(idle, pool(idle)), "the client pool holds two floors");
             assertEquals(2 * CreditWindow.FLOOR, reserved(server, pool(streamed)), "the server pool holds two floors");

@@ -191,6 +191,52 @@ class StagingPoolTest {
     }
 
     @Test
+    void regionsGoAfterQuietTicksWithNoSlotOutAndComeBackForTheNextSend() throws VerbsException {
+        StagingPool p = pool(64L << 20);
+        p.join();
+        p.scratchView();
+        List<Integer> burst = new ArrayList<>();
+        for (int i = 0; i < PER_REGION + 1; i++) {
+            burst.add(p.acquire());
+        }
+        long burstBytes = 2 * REGION + StagingPool.SCRATCH_BYTES;
+        assertEquals(burstBytes, loop.registeredBytes);
+        // a slot out: however long the quiet, nothing goes (a work request may read it)
+        int stuck = burst.remove(burst.size() - 1);
+        for (int s : burst) {
+            p.release(s);
+        }
+        for (int i = 0; i < 2 * StagingPool.IDLE_TICKS; i++) {
+            p.tick();
+        }
+        assertEquals(burstBytes, p.registeredBytes(), "freed with a slot out");
+        p.release(stuck);
+        p.release(p.acquire()); // a SEND: the quiet starts again (the tick that sees it is not quiet)
+        quietTicks(p, 3, burstBytes);
+        p.release(p.acquire()); // ... and again
+        quietTicks(p, StagingPool.IDLE_TICKS + 1, burstBytes);
+        assertEquals(StagingPool.SCRATCH_BYTES, p.registeredBytes(), "the regions go, the scratch stays");
+        assertEquals(StagingPool.SCRATCH_BYTES, loop.registeredBytes);
+        assertEquals(1, fabric.liveMemoryRegions().size(), "the scratch's region only");
+        assertTrue(p.canAcquire(), "the budget counts the freed regions out");
+        int next = p.acquire();
+        assertTrue(regionOf(p.address(next), SLOT) != null, "registered again for the next SEND");
+        assertEquals(REGION + StagingPool.SCRATCH_BYTES, loop.registeredBytes);
+        p.release(next);
+        p.leave();
+        assertEquals(0, loop.registeredBytes, "the last send queue leaving frees the rest");
+        assertEquals(0, fabric.liveMemoryRegions().size());
+    }
+
+    /** {@code n} ticks, before each of which {@code p} still holds {@code bytes}. */
+    private static void quietTicks(StagingPool p, int n, long bytes) {
+        for (int i = 0; i < n; i++) {
+            assertEquals(bytes, p.registeredBytes(), "freed after " + i + " ticks");
+            p.tick();
+        }
+    }
+
+    @Test
     void theScratchIsRegisteredOnceOnFirstUse() throws VerbsException {
         StagingPool p = pool(64L << 20);
         p.scratchView().putInt(0, 42);
