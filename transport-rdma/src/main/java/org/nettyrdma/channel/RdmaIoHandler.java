@@ -110,6 +110,8 @@ public final class RdmaIoHandler implements IoHandler {
     private final ReceivePool[] receivePools = new ReceivePool[ReceivePool.MAX_POOLS];
     /** One more than the highest index in use in {@link #receivePools}. */
     private int receivePoolEnd;
+    /** The pools' {@link ReceivePool#unreservedBytes} as {@link #counters} count them now. */
+    private long poolBytesCounted;
     private static final WarnLimiter REFILL_FAILURES = new WarnLimiter(10, TimeUnit.SECONDS);
     private final StagingPool.Budget stagingBudget;
     /** The periodic {@link #tick}, from the first registration on; null before, or where the loop cannot schedule. */
@@ -463,7 +465,27 @@ public final class RdmaIoHandler implements IoHandler {
         if (receivePoolEnd > 0) {
             refillReceivePools();
         }
+        countReceivePools();
         counters.publish();
+    }
+
+    /**
+     * The loop's registered bytes follow what its shared receive pools hold beyond the connections' reservations
+     * (which the connections count): their margins and spares. Before each publish.
+     */
+    private void countReceivePools() {
+        if (receivePoolEnd == 0 && poolBytesCounted == 0) {
+            return;
+        }
+        long bytes = 0;
+        for (int i = 0; i < receivePoolEnd; i++) {
+            ReceivePool p = receivePools[i];
+            if (p != null) {
+                bytes += p.unreservedBytes();
+            }
+        }
+        counters.registeredBytes += bytes - poolBytesCounted;
+        poolBytesCounted = bytes;
     }
 
     /**
@@ -699,6 +721,7 @@ public final class RdmaIoHandler implements IoHandler {
         for (int i = 0; i < stagingPools.size(); i++) {
             stagingPools.get(i).tick();
         }
+        countReceivePools();
         counters.publish();
     }
 
@@ -779,6 +802,7 @@ public final class RdmaIoHandler implements IoHandler {
         for (StagingPool p : stagingPools) {
             p.close(); // after the connections: a slot still out (a QP not destroyed) keeps its region
         }
+        countReceivePools();
         counters.publish();
         closeQuietly(cmChannel);
         closeQuietly(waiter);

@@ -135,6 +135,15 @@ final class ReceivePool implements AutoCloseable {
         return posted;
     }
 
+    /**
+     * The registered bytes of this pool's buffers that no connection's reservation counts: receives posted beyond what
+     * is reserved (the margin, and a reservation that came down before messages consumed the excess) and the spares.
+     * The loop counts them with its own registered bytes ({@link RdmaIoHandler#counters()}).
+     */
+    long unreservedBytes() {
+        return (long) Math.max(0, posted + held + spareCount - reserved) * bufferSize;
+    }
+
     int capacity() {
         return bufs.length;
     }

@@ -47,6 +47,28 @@ class RdmaTransportSharedReceiveQueueTest {
         }
     }
 
+    /**
+     * Into {@code parts}, read on the loop: its registered bytes, its {@code channels}' (their reservations), its
+     * staging's, and what {@code pool} holds beyond the reservations.
+     */
+    private static void registeredParts(RdmaIoHandler loop, List<RdmaSocketChannel> channels, ReceivePool pool,
+                                        long[] parts) {
+        try {
+            RdmaTestSupport.onLoop(channels.get(0), () -> {
+                parts[0] = loop.counters().registeredBytes;
+                parts[1] = 0;
+                for (RdmaSocketChannel c : channels) {
+                    parts[1] += c.counters().registeredBytes;
+                }
+                parts[2] = channels.get(0).resources().stagingPool().registeredBytes();
+                parts[3] = pool.unreservedBytes();
+                return null;
+            });
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        }
+    }
+
     private static int reserved(Channel loopOf, ReceivePool pool) {
         try {
             return RdmaTestSupport.onLoop(loopOf, pool::reserved);
@@ -90,6 +112,16 @@ class RdmaTransportSharedReceiveQueueTest {
             assertEquals((int) RdmaTestSupport.onLoop(clients.get(0), clientPool::target),
                     (int) RdmaTestSupport.onLoop(clients.get(0), clientPool::posted),
                     "refilled at the end of each batch: what is reserved plus the margin is posted");
+            // the loop's registered bytes: its connections' (their reservations) plus its staging plus what its pool
+            // holds beyond the reservations (the margin of at least 16 receives, the spares), which is registered too
+            RdmaIoHandler clientLoop = clientHandlers.get(0);
+            long margin = (long) ReceivePool.margin(reservations(clients)) * clientPool.bufferSize();
+            long[] parts = new long[4];
+            RdmaTestSupport.awaitCondition("the client loop counting its pool's margin and spares", () -> {
+                registeredParts(clientLoop, clients, clientPool, parts);
+                return parts[0] == parts[1] + parts[2] + parts[3] && parts[3] >= margin;
+            }, 5_000, () -> "loop " + parts[0] + ", connections " + parts[1] + ", staging " + parts[2]
+                    + ", pool beyond the reservations " + parts[3] + " (the margin alone " + margin + ")");
             RdmaIoHandler serverLoop = serverHandlers.get(0);
             ReceivePool serverPool = RdmaTestSupport.onLoop(server, () -> serverLoop.receivePool(0));
             assertNotNull(serverPool);
