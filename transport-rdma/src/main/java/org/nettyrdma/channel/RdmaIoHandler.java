@@ -91,6 +91,14 @@ public final class RdmaIoHandler implements IoHandler {
      * the pool's (its upper 32 bits 0), so the completion's qp_num says whose it is (docs/srq-design.md, section 1).
      */
     private final IntObjectHashMap<Registration> byQpNum = new IntObjectHashMap<>();
+    /**
+     * The qp_nums of destroyed QPs whose shared receives may still sit in a completion queue, not yet polled: a new QP
+     * that gets such a number (devices reuse them) is bound only after the queues are drained, so that none of those
+     * reaches its channel ({@link Registration#bindSharedReceives}). Cleared by each drain.
+     */
+    private final IntObjectHashMap<Boolean> retiredQpNums = new IntObjectHashMap<>();
+    /** Where {@link #drainCompletionQueues} polls into (not {@link #completions}: a caller may be dispatching those). */
+    private CompletionArray drained;
     private final List<DeviceQueues> devices = new ArrayList<>();
     private RdmaIoHandle[] touched = new RdmaIoHandle[64];
     private int touchedCount;
@@ -329,6 +337,33 @@ public final class RdmaIoHandler implements IoHandler {
                 }
             }
         }
+    }
+
+    /**
+     * Polls every completion queue of the loop until it is empty, dispatching what it held, and forgets the retired
+     * qp_nums: whatever a destroyed QP left in a queue has been seen (a completion queue is in order, and a destroyed
+     * QP adds nothing). Runs outside the loop's own dispatch (a bind, a tick).
+     */
+    private void drainCompletionQueues() {
+        if (drained == null) {
+            drained = new CompletionArray(completions.capacity());
+        }
+        for (int i = 0; i < devices.size(); i++) {
+            DeviceQueues q = devices.get(i);
+            int n;
+            do {
+                n = q.cq.poll(drained, drained.capacity());
+                if (n < 0) {
+                    failQueues(q, n);
+                    i--; // it left the list
+                    break;
+                }
+                dispatch(drained, n);
+                counters.completions += n;
+            } while (n == drained.capacity());
+        }
+        retiredQpNums.clear();
+        finishBatch();
     }
 
     /**
@@ -721,13 +756,22 @@ public final class RdmaIoHandler implements IoHandler {
         for (int i = 0; i < stagingPools.size(); i++) {
             stagingPools.get(i).tick();
         }
-        countReceivePools();
-        counters.publish();
+        if (!retiredQpNums.isEmpty()) {
+            drainCompletionQueues(); // (which publishes)
+        } else {
+            countReceivePools();
+            counters.publish();
+        }
     }
 
     /** The completion queues this handler has (one per device, more where connections outgrew one). */
     int deviceQueueCount() {
         return devices.size();
+    }
+
+    /** Completion queue {@code i} of {@link #deviceQueueCount()} (tests). */
+    CompletionQueue completionQueue(int i) {
+        return devices.get(i).cq;
     }
 
     @Override
@@ -828,7 +872,9 @@ public final class RdmaIoHandler implements IoHandler {
         /**
          * Receives that {@code qpNum} takes from a shared receive queue complete to this handle
          * ({@link RdmaIoHandle#onSharedReceive}), from now until {@link #unbindSharedReceives} or {@link #cancel}: bound
-         * right after the QP is created, before it can receive. One QP per registration.
+         * right after the QP is created, before it can receive. One QP per registration. If a destroyed QP of this
+         * loop had the number and may have left receives in a completion queue, the queues are drained first: those
+         * are dropped, never handed to this one.
          */
         void bindSharedReceives(int qpNum) {
             if (!valid || sharedQpNum != -1) {
@@ -839,14 +885,21 @@ public final class RdmaIoHandler implements IoHandler {
             if (other != null) {
                 throw new IllegalStateException("QP " + qpNum + " is bound to registration " + other.id + " already");
             }
+            if (retiredQpNums.containsKey(qpNum)) {
+                drainCompletionQueues();
+            }
             byQpNum.put(qpNum, this);
             sharedQpNum = qpNum;
         }
 
-        /** Ends {@link #bindSharedReceives}: after the QP is destroyed (a later QP may get its number). */
+        /**
+         * Ends {@link #bindSharedReceives}: after the QP is destroyed (a later QP may get its number; until the queues
+         * are drained it counts as retired).
+         */
         void unbindSharedReceives() {
             if (sharedQpNum != -1) {
                 byQpNum.remove((int) sharedQpNum);
+                retiredQpNums.put((int) sharedQpNum, Boolean.TRUE);
                 sharedQpNum = -1;
             }
         }

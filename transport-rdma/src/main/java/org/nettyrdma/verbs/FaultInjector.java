@@ -27,4 +27,10 @@ public interface FaultInjector {
      * every later one are lost, and {@link CompletionQueue#poll} answers -EOVERFLOW from then on.
      */
     void overrunCompletionQueue(CompletionQueue cq);
+
+    /**
+     * A successful receive completion of {@code byteLen} bytes for {@code wrId} on {@code qpNum} appears in {@code cq},
+     * as one a device left there for a QP that is destroyed since (its number free for the next QP).
+     */
+    void addReceiveCompletion(CompletionQueue cq, long wrId, int byteLen, int qpNum);
 }

@@ -1,11 +1,14 @@
 package org.nettyrdma.channel;
 
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.EventLoop;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.nettyrdma.verbs.CmEvent;
 import org.nettyrdma.verbs.CompletionArray;
+import org.nettyrdma.verbs.FaultInjector;
 import org.nettyrdma.verbs.WcOpcode;
 import org.nettyrdma.verbs.WcStatus;
 
@@ -17,6 +20,7 @@ import java.util.concurrent.TimeUnit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 /**
  * How the loop hands completions to their channels (docs/srq-design.md, section 1, "Finding the connection"): by the
@@ -83,6 +87,62 @@ class RdmaIoHandlerDispatchTest {
         }
     }
 
+    /**
+     * A device reuses the number of a destroyed QP for a new one, and the destroyed QP's last shared receive may still
+     * sit in the loop's completion queue: it must never reach the new QP's channel (another connection's bytes). The
+     * bind drains the queues first. Emulated: a real connection gives the loop its completion queue, the fault
+     * injector puts the stale completion in it.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aReusedQpNumberGetsNoneOfTheDestroyedQpsLeftoverReceives() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "the stale completion is put in the queue by the emulated fault injector");
+        List<RdmaIoHandler> handlers = new CopyOnWriteArrayList<>();
+        MultiThreadIoEventLoopGroup group = RdmaTestSupport.newGroup(1, "dispatch-reuse", handlers);
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter())
+                    .bind(RdmaTestSupport.anyPort()).sync().channel();
+            Channel client = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            EventLoop loop = group.next();
+            RdmaIoHandler handler = handlers.get(0);
+            int qpNum = 0x4242;
+            long poolRecv = ConnectionResources.RECV_BIT | 5L << 24 | 1; // a pool's receive (no pool 5: dropped)
+            Handle b = new Handle();
+            RdmaIoHandler.Registration[] rb = new RdmaIoHandler.Registration[1];
+            loop.submit(() -> {
+                FaultInjector faults = handler.resources().provider().faults();
+                RdmaIoHandler.Registration ra = (RdmaIoHandler.Registration) handler.register(new Handle());
+                ra.bindSharedReceives(qpNum);
+                // a's QP took a message, and is destroyed before the loop polled its completion
+                faults.addReceiveCompletion(handler.completionQueue(0), poolRecv, 111, qpNum);
+                ra.cancel();
+                // b's new QP has the same number
+                rb[0] = (RdmaIoHandler.Registration) handler.register(b);
+                rb[0].bindSharedReceives(qpNum);
+                faults.addReceiveCompletion(handler.completionQueue(0), poolRecv, 222, qpNum); // b's own
+                return null;
+            }).sync();
+            RdmaTestSupport.awaitCondition("b's receive", () -> onLoop(loop, () -> b.sharedBytes.size()) > 0, 5_000,
+                    () -> "" + b.sharedBytes);
+            assertEquals(List.of(222), onLoop(loop, () -> new ArrayList<>(b.sharedBytes)),
+                    "only b's own receive reached b, not the one its QP number's previous owner left");
+            loop.submit(() -> rb[0].cancel()).sync();
+            client.close().sync();
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(group);
+        }
+    }
+
+    private static <T> T onLoop(EventLoop loop, java.util.concurrent.Callable<T> task) {
+        try {
+            return loop.submit(task).get(5, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        }
+    }
+
     /** A handle that has no shared receive queue fails if one of its receives comes as a shared one. */
     @Test
     void aSharedReceiveForAHandleWithoutAQueueFailsIt() {
@@ -97,10 +157,12 @@ class RdmaIoHandlerDispatchTest {
     /** Records which completions reached it. */
     private static final class Handle extends PlainHandle {
         final List<Integer> shared = new ArrayList<>();
+        final List<Integer> sharedBytes = new ArrayList<>();
 
         @Override
         public void onSharedReceive(CompletionArray completions, int index) {
             shared.add(index);
+            sharedBytes.add(completions.byteLen(index));
         }
 
         @Override

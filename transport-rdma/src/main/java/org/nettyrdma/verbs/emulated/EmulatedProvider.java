@@ -94,5 +94,11 @@ public final class EmulatedProvider implements VerbsProvider {
         public void overrunCompletionQueue(CompletionQueue cq) {
             ((EmulatedCompletionQueue) cq).overrun();
         }
+
+        @Override
+        public void addReceiveCompletion(CompletionQueue cq, long wrId, int byteLen, int qpNum) {
+            ((EmulatedCompletionQueue) cq).add(wrId, org.nettyrdma.verbs.WcStatus.SUCCESS,
+                    org.nettyrdma.verbs.WcOpcode.RECV, byteLen, 0, qpNum, 0, false);
+        }
     }
 }
