@@ -868,12 +868,13 @@ final class RdmaConnection {
             } else if (status != WcStatus.WR_FLUSH_ERR || !is(CLOSING | PEER_GONE | FAILED)) {
                 IOException cause = new IOException("send failed: " + WcStatus.name(status)
                         + (status == WcStatus.RETRY_EXC_ERR ? " (the peer does not answer: gone or unreachable)" : ""));
-                if (control || probe) {
+                ChannelOutboundBuffer out = unsafe.outboundBuffer();
+                if ((control || probe) && (out == null || out.isEmpty())) {
                     // no write of the pipeline's carries it (a reader sends only CREDITs): the pipeline hears why, as
                     // a socket's read reports a reset
                     unsafe.fail(cause);
                 } else {
-                    unsafe.writeFailed(cause);
+                    unsafe.writeFailed(cause); // the flushed writes fail with it, as on a socket's write error
                 }
             }
             return;

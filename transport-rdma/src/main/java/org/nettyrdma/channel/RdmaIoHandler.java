@@ -348,6 +348,8 @@ public final class RdmaIoHandler implements IoHandler {
         if (drained == null) {
             drained = new CompletionArray(completions.capacity());
         }
+        // (numbers retired by what the drain dispatches stay: their leftovers may be in a queue already drained)
+        retiredQpNums.clear();
         for (int i = 0; i < devices.size(); i++) {
             DeviceQueues q = devices.get(i);
             int n;
@@ -362,7 +364,6 @@ public final class RdmaIoHandler implements IoHandler {
                 counters.completions += n;
             } while (n == drained.capacity());
         }
-        retiredQpNums.clear();
         finishBatch();
     }
 
@@ -751,17 +752,24 @@ public final class RdmaIoHandler implements IoHandler {
         for (int i = 0; i < n; i++) {
             RdmaIoHandle h = ticking[i];
             ticking[i] = null;
-            h.tick();
+            try {
+                h.tick();
+            } catch (Throwable t) {
+                logger.warn("channel failed its tick", t); // (the loop's tick goes on: an exception would end it)
+            }
         }
-        for (int i = 0; i < stagingPools.size(); i++) {
-            stagingPools.get(i).tick();
+        try {
+            for (int i = 0; i < stagingPools.size(); i++) {
+                stagingPools.get(i).tick();
+            }
+            if (!retiredQpNums.isEmpty()) {
+                drainCompletionQueues();
+            }
+        } catch (Throwable t) {
+            logger.warn("the loop's housekeeping failed", t);
         }
-        if (!retiredQpNums.isEmpty()) {
-            drainCompletionQueues(); // (which publishes)
-        } else {
-            countReceivePools();
-            counters.publish();
-        }
+        countReceivePools();
+        counters.publish();
     }
 
     /** The completion queues this handler has (one per device, more where connections outgrew one). */
@@ -887,6 +895,10 @@ public final class RdmaIoHandler implements IoHandler {
             }
             if (retiredQpNums.containsKey(qpNum)) {
                 drainCompletionQueues();
+                if (!valid) { // what the drain dispatched closed this channel (its completion queue failed)
+                    throw new IllegalStateException("registration " + id + " was cancelled while the loop drained its "
+                            + "completion queues before binding QP " + qpNum);
+                }
             }
             byQpNum.put(qpNum, this);
             sharedQpNum = qpNum;

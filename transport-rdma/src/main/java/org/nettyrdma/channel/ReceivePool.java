@@ -141,7 +141,7 @@ final class ReceivePool implements AutoCloseable {
      * The loop counts them with its own registered bytes ({@link RdmaIoHandler#counters()}).
      */
     long unreservedBytes() {
-        return (long) Math.max(0, posted + held + spareCount - reserved) * bufferSize;
+        return (long) Math.max(0, posted + held + spareCount - reserved) * alloc.slotSize(bufferSize);
     }
 
     int capacity() {
