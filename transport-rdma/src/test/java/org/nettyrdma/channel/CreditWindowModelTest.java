@@ -466,7 +466,7 @@ class CreditWindowModelTest {
                     out.add(n);
                 }
                 if (me.returns > 0 && me.open && !me.finReceived && me.w.sendCredits() > CreditWindow.FLOOR) {
-                    // RdmaConnection.windowTick: the sender gives back what it holds beyond the floor
+                    // RdmaConnection.tick: the sender gives back what it holds beyond the floor
                     State n = s.copy();
                     Side m = n.side[i];
                     m.returns--;
