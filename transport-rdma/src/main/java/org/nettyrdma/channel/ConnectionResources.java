@@ -63,10 +63,15 @@ final class ConnectionResources {
     private final int receiveSlotBytes;
     /** Whether this side may post RDMA READs (the device allows a READ in flight per QP): the keep-alive probes. */
     final boolean canRead;
+    /**
+     * What this side's probes land in and what it exposes to its peer's probes (offered in the handshake), or null: the
+     * device allows no READ, so neither side probes.
+     */
+    final ProbeRegion probes;
     /** Whether the device is iWARP: connection set-up and close differ there (docs/protocol.md). */
     final boolean iwarp;
     /**
-     * Whether an orderly close waits for a zero-byte READ after its FIN before it disconnects: on iWARP, where a SEND
+     * Whether an orderly close waits for a READ (a probe's) after its FIN before it disconnects: on iWARP, where a SEND
      * completes once the data is in the host's TCP send buffer, not once the peer has it (docs/protocol.md).
      */
     final boolean fencesClose;
@@ -107,6 +112,7 @@ final class ConnectionResources {
         fencesClose = canRead && iwarp;
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
+        probes = canRead ? handler.resources().probeRegion(queues.pd) : null;
         QueuePair createdQp = null;
         // receives from the loop's shared pool where asked and it has room for this connection's, else its own
         ReceivePool sharedPool = handler.config().isSharedReceiveQueue()
@@ -233,6 +239,9 @@ final class ConnectionResources {
         byte[] handshake = offersPooledCredits
                 ? RdmaProtocol.handshake(recvSize, recvCount, flags, CreditWindow.FLOOR, recvCount)
                 : RdmaProtocol.handshake(recvSize, recvCount, flags);
+        if (probes != null) {
+            handshake = RdmaProtocol.withProbeTarget(handshake, probes.exposedAddress(), probes.exposedRkey());
+        }
         return new ConnectionParameters(handshake, rd, rd, 7, RNR_RETRY);
     }
 

@@ -54,7 +54,7 @@ final class RdmaConnection {
     private static final int TOUCHED = 1 << 13;
     /** Protocol v2: this side's ring was bound and its RING message posted. */
     private static final int RING_OFFERED = 1 << 14;
-    /** iWARP: the close's fence (a zero-byte READ after the FIN) is posted; its completion lets the close finish. */
+    /** iWARP: the close's fence (a probe's READ after the FIN) is posted; its completion lets the close finish. */
     private static final int FENCE_POSTED = 1 << 15;
     /** How long after the greeting an iWARP connecting side nudges the peer's receive path ({@link #nudge()}). */
     static final int NUDGE_MILLIS = 100;
@@ -239,6 +239,9 @@ final class RdmaConnection {
         }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing,
                 this::touch);
+        if (p.offersProbeTarget() && res.probes != null) {
+            res.sends.probeTarget(p.probeAddress, p.probeRkey, res.probes);
+        }
         if (pooled) {
             window = new PooledWindow(credits, res);
             window.release();
@@ -621,7 +624,7 @@ final class RdmaConnection {
 
     /**
      * A tick of the keep-alive. A connection that heard nothing for a whole interval (no completion) posts a probe, a
-     * zero-byte RDMA READ that only the peer's device answers, so that nothing reaches its pipeline (a WRITE would not
+     * one-byte RDMA READ of the peer's probe target that only the peer's device answers, so that nothing reaches its pipeline (a WRITE would not
      * do on iWARP: it completes once the local TCP stack has taken it, also when the peer is gone). Work that
      * was posted before the last tick and still has no completion means the peer's device acknowledges nothing: the
      * peer is gone or unreachable, and the channel fails. The bound is this transport's own, not the device's retry
@@ -955,7 +958,7 @@ final class RdmaConnection {
      * FIN sent and every send completed: disconnect (the peer has all our data). On iWARP a completed SEND is only in
      * this host's TCP send buffer, and the disconnect can reset the TCP connection (it does when data the peer sent is
      * still unread in the socket, a CREDIT or the greeting), which drops what the peer has not yet received: so a
-     * zero-byte READ goes after the FIN first, and only its answer, which the peer's device sends once it has taken
+     * READ (a probe's) goes after the FIN first, and only its answer, which the peer's device sends once it has taken
      * everything before it, lets the close finish.
      */
     private void maybeFinishClose() {

@@ -31,6 +31,16 @@ final class RdmaProtocol {
     static final int FLAG_POOLED_CREDITS = 1 << 2;
     /** A handshake with {@link #FLAG_POOLED_CREDITS}: v1's 16 bytes, initial credits u32, credit limit u32. */
     static final int POOLED_HANDSHAKE_LENGTH = HANDSHAKE_LENGTH + 8;
+    /**
+     * Handshake flag bit 3: the probe target, bytes of zeros this side lets its peer READ, for the keep-alive probe and
+     * iWARP's close fence ({@link ProbeRegion}). The handshake then has {@link #PROBE_HANDSHAKE_LENGTH} bytes: the
+     * pooled extension's 8 (zeros without {@link #FLAG_POOLED_CREDITS}), then address u64 and rkey u32. A peer that
+     * does not set it is probed by zero-length READs, as before.
+     */
+    static final int FLAG_PROBE_TARGET = 1 << 3;
+    /** Where a handshake with {@link #FLAG_PROBE_TARGET} has the target's address (u64), then its rkey (u32). */
+    static final int PROBE_TARGET_OFFSET = POOLED_HANDSHAKE_LENGTH;
+    static final int PROBE_HANDSHAKE_LENGTH = PROBE_TARGET_OFFSET + 12;
 
     static final int REJECT_BAD_MAGIC = 1;
     static final int REJECT_VERSION = 2;
@@ -167,6 +177,17 @@ final class RdmaProtocol {
                 .putInt(initialCredits).putInt(creditLimit).array();
     }
 
+    /**
+     * {@code handshake} (one of {@link #handshake}'s) with the probe target added: {@link #FLAG_PROBE_TARGET}, and
+     * {@code address} and {@code rkey} at {@link #PROBE_TARGET_OFFSET}.
+     */
+    static byte[] withProbeTarget(byte[] handshake, long address, int rkey) {
+        ByteBuffer b = ByteBuffer.wrap(Arrays.copyOf(handshake, PROBE_HANDSHAKE_LENGTH));
+        b.putShort(6, (short) (b.getShort(6) | FLAG_PROBE_TARGET));
+        b.putLong(PROBE_TARGET_OFFSET, address).putInt(PROBE_TARGET_OFFSET + 8, rkey);
+        return b.array();
+    }
+
     /** A peer's handshake: what it can receive. */
     static final class Handshake {
         final int version;
@@ -177,15 +198,25 @@ final class RdmaProtocol {
         /** With {@link #FLAG_POOLED_CREDITS}: the extension's initial credits and credit limit (checked). */
         private final int initialCredits;
         private final int creditLimit;
+        /** With {@link #FLAG_PROBE_TARGET}: where this side's probes READ (the peer's keys: any value hurts only it). */
+        final long probeAddress;
+        final int probeRkey;
 
         private Handshake(int version, int flags, int receiveBufferSize, int receiveBufferCount, int initialCredits,
-                int creditLimit) {
+                int creditLimit, long probeAddress, int probeRkey) {
             this.version = version;
             this.flags = flags;
             this.receiveBufferSize = receiveBufferSize;
             this.receiveBufferCount = receiveBufferCount;
             this.initialCredits = initialCredits;
             this.creditLimit = creditLimit;
+            this.probeAddress = probeAddress;
+            this.probeRkey = probeRkey;
+        }
+
+        /** Whether the peer exposes a probe target ({@link #probeAddress}, {@link #probeRkey}). */
+        boolean offersProbeTarget() {
+            return (flags & FLAG_PROBE_TARGET) != 0;
         }
 
         /** Whether the peer offers pooled credits (its extension was checked by {@link #parse}). */
@@ -261,7 +292,17 @@ final class RdmaProtocol {
                             + ')');
                 }
             }
-            return new Handshake(version, flags, size, count, initial, limit);
+            long probeAddress = 0;
+            int probeRkey = 0;
+            if ((flags & FLAG_PROBE_TARGET) != 0) {
+                if (length < PROBE_HANDSHAKE_LENGTH) {
+                    throw new RdmaProtocolException(REJECT_INVALID, "the probe-target flag is set but the handshake "
+                            + "has " + length + " bytes, not the " + PROBE_HANDSHAKE_LENGTH + " with its address and key");
+                }
+                probeAddress = b.getLong(PROBE_TARGET_OFFSET);
+                probeRkey = b.getInt(PROBE_TARGET_OFFSET + 8);
+            }
+            return new Handshake(version, flags, size, count, initial, limit, probeAddress, probeRkey);
         }
     }
 

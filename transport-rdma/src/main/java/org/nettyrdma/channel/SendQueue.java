@@ -80,6 +80,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     private boolean waitsForRoom;
     /** Queued in the pool for a staging slot. */
     private boolean awaitsStaging;
+    /** The peer's probe target, and where probes land; {@code probeLanding} null: probes read zero bytes. */
+    private long probeAddress;
+    private int probeRkey;
+    private ProbeRegion probeLanding;
     /** The slot of the keep-alive probe in flight, or -1. */
     private int probeSlot = -1;
     /**
@@ -390,9 +394,28 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         next = next + 1 == depth ? 0 : next + 1;
     }
 
+    /**
+     * The peer's probe target (its handshake offered one): probes READ {@link ProbeRegion#PROBE_LENGTH} byte of it into
+     * {@code landing}'s, not zero bytes.
+     */
+    void probeTarget(long address, int rkey, ProbeRegion landing) {
+        probeAddress = address;
+        probeRkey = rkey;
+        probeLanding = landing;
+    }
+
     @Override
     public void sendProbe(boolean keepAlive) throws IOException {
-        probeSlot = postEmpty(WrOpcode.RDMA_READ);
+        if (probeLanding != null) {
+            int slot = next;
+            wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_READ, 0).remote(0, probeAddress, probeRkey)
+                    .addSge(0, probeLanding.landingAddress(), ProbeRegion.PROBE_LENGTH, probeLanding.landingLkey());
+            post(1);
+            markControl(slot);
+            probeSlot = slot;
+        } else {
+            probeSlot = postEmpty(WrOpcode.RDMA_READ);
+        }
         fenceNext = true;
         if (keepAlive) {
             counters.keepAliveProbes++;
@@ -417,10 +440,15 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         wrs.setSend(0, wrIdBase | slot, opcode, 0).remote(0, 0, 0)
                 .addSge(0, pool.scratchAddress(), 0, pool.scratchLkey());
         post(1);
+        markControl(slot);
+        return slot;
+    }
+
+    /** A control work request (no staging, no credit) was posted in {@code slot}, the next. */
+    private void markControl(int slot) {
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         advance();
-        return slot;
     }
 
     @Override

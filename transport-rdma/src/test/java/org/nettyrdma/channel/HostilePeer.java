@@ -62,6 +62,8 @@ final class HostilePeer implements AutoCloseable {
     final CleanableDirectBuffer sendMemory = PlatformDependent.allocateDirect(65536, true);
     MemoryRegion recvMr;
     private boolean nudged;
+    /** Whether {@link #startConnect} adds a probe target to the handshake: 8 bytes of {@link #sendMr}. */
+    boolean offerProbeTarget;
     MemoryRegion sendMr;
     int rejectReason;
     String rejectText;
@@ -96,6 +98,11 @@ final class HostilePeer implements AutoCloseable {
         return type;
     }
 
+    /** The server's handshake, from the ESTABLISHED event {@link #connect} returned. */
+    RdmaProtocol.Handshake serverHandshake() throws RdmaProtocol.RdmaProtocolException {
+        return RdmaProtocol.Handshake.parse(event.privateData(), event.privateDataLength());
+    }
+
     /** Resolves, creates the QP with its receives posted and connects; takes no event after the connect. */
     void startConnect(InetSocketAddress to, byte[] privateData) throws Exception {
         id.resolveAddress(null, to, 2000);
@@ -111,7 +118,9 @@ final class HostilePeer implements AutoCloseable {
         for (int slot = 0; slot < RECEIVES; slot++) {
             postRecv(slot);
         }
-        id.connect(new ConnectionParameters(privateData, 1, 1, 7, 7));
+        byte[] handshake = offerProbeTarget
+                ? RdmaProtocol.withProbeTarget(privateData, sendMr.address() + 65536 - 8, sendMr.rkey()) : privateData;
+        id.connect(new ConnectionParameters(handshake, 1, 1, 7, 7));
     }
 
     /** A SEND of a protocol header ({@code type}, {@code credits}) and {@code payload} bytes of 0xEE. */
@@ -222,11 +231,14 @@ final class HostilePeer implements AutoCloseable {
         return got.array();
     }
 
-    /** An RDMA WRITE (of 0xEE bytes) or READ of {@code length} bytes at {@code rkey}/{@code address}: its status. */
+    /**
+     * An RDMA WRITE (of 0xEE bytes) or READ of {@code length} bytes at {@code rkey}/{@code address}: its status. A READ
+     * lands at the start of {@link #sendMr}, 0x55 before it.
+     */
     int remoteAccess(int opcode, int rkey, long address, int length) throws Exception {
         ByteBuffer b = sendMr.buffer();
         for (int i = 0; i < length; i++) {
-            b.put(i, (byte) (opcode == WrOpcode.RDMA_WRITE ? 0xEE : 0));
+            b.put(i, (byte) (opcode == WrOpcode.RDMA_WRITE ? 0xEE : 0x55));
         }
         drainSends();
         post(opcode, length, rkey, address);

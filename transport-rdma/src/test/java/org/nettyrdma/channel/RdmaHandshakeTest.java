@@ -190,6 +190,33 @@ class RdmaHandshakeTest {
                 "the largest limit is valid");
     }
 
+    /**
+     * The probe target (flag bit 3): address and rkey after the pooled extension's place, whether or not pooled credits
+     * are offered; a handshake too short for it is refused with reason 5.
+     */
+    @Test
+    void probeTargetExtensionIsParsed() throws Exception {
+        byte[] v1 = RdmaProtocol.withProbeTarget(RdmaProtocol.handshake(16384, 16), 0x7f00_1234_5678L, 0x9876);
+        assertEquals(RdmaProtocol.PROBE_HANDSHAKE_LENGTH, v1.length);
+        RdmaProtocol.Handshake p = RdmaProtocol.Handshake.parse(v1, v1.length);
+        assertTrue(p.offersProbeTarget());
+        assertFalse(p.offersPooledCredits(), "the pooled extension's place holds zeros, its flag unset");
+        assertEquals(0x7f00_1234_5678L, p.probeAddress);
+        assertEquals(0x9876, p.probeRkey);
+        byte[] pooled = RdmaProtocol.withProbeTarget(RdmaProtocol.handshake(16384, 16, 0, 4, 64), -2L, -3);
+        RdmaProtocol.Handshake q = RdmaProtocol.Handshake.parse(pooled, pooled.length);
+        assertTrue(q.offersProbeTarget() && q.offersPooledCredits());
+        assertEquals(4, q.initialCredits(true));
+        assertEquals(64, q.creditLimit(true));
+        assertEquals(-2L, q.probeAddress);
+        assertEquals(-3, q.probeRkey);
+        byte[] plain = RdmaProtocol.handshake(16384, 16);
+        assertFalse(RdmaProtocol.Handshake.parse(plain, plain.length).offersProbeTarget());
+        byte[] cut = java.util.Arrays.copyOf(v1, RdmaProtocol.PROBE_HANDSHAKE_LENGTH - 1);
+        assertRejected(cut, "probe-target flag is set but the handshake has 35 bytes, not the 36");
+        assertEquals("ESTABLISHED", connectRaw(v1, null));
+    }
+
     private static void assertRejected(byte[] handshake, String what) {
         RdmaProtocol.RdmaProtocolException e = assertThrows(RdmaProtocol.RdmaProtocolException.class,
                 () -> RdmaProtocol.Handshake.parse(handshake, handshake.length));
@@ -204,8 +231,9 @@ class RdmaHandshakeTest {
         assertTrue(RdmaProtocol.Handshake.parse(v2, v2.length).offersWriteRing());
         byte[] v1 = RdmaProtocol.handshake(16384, 16);
         assertEquals(false, RdmaProtocol.Handshake.parse(v1, v1.length).offersWriteRing());
-        // every bit but the ring's (and pooled credits', which come with an extension)
-        byte[] other = RdmaProtocol.handshake(16384, 16, 0xfffe & ~RdmaProtocol.FLAG_POOLED_CREDITS);
+        // every bit but the ring's (and pooled credits' and the probe target's, which come with extensions)
+        byte[] other = RdmaProtocol.handshake(16384, 16,
+                0xfffe & ~RdmaProtocol.FLAG_POOLED_CREDITS & ~RdmaProtocol.FLAG_PROBE_TARGET);
         assertEquals(false, RdmaProtocol.Handshake.parse(other, other.length).offersWriteRing());
         assertEquals("ESTABLISHED", connectRaw(v2, null));
     }

@@ -524,11 +524,63 @@ class RdmaTransportHostilePeerTest {
         assertCleanEnd("RDMA WRITE/READ at guessed keys", null);
     }
 
-    /** {rkey, address, length}: what a peer could guess. On the emulated provider, the server PD's real regions. */
+    /**
+     * The one region the server exposes to every peer, its probe target (in its handshake), gives nothing but its
+     * {@value ProbeRegion#EXPOSED_BYTES} zero bytes to a READ: a READ of one byte more, or from one byte before it, and
+     * any WRITE fail and end the connection; and the server serves an honest client after.
+     */
+    @Test
+    void theProbeTargetGivesItsZeroBytesToReadsAndNothingElse() throws Exception {
+        long[] target = serverProbeTarget();
+        int rkey = (int) target[0];
+        long address = target[1];
+        try (HostilePeer peer = new HostilePeer()) {
+            assertEquals(CmEventType.ESTABLISHED, peer.connect(server.localAddress(),
+                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16)), () -> "" + peer);
+            peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
+            assertEquals(WcStatus.SUCCESS, peer.remoteAccess(WrOpcode.RDMA_READ, rkey, address,
+                    ProbeRegion.EXPOSED_BYTES), () -> "" + peer);
+            for (int i = 0; i < ProbeRegion.EXPOSED_BYTES; i++) {
+                assertEquals(0, peer.sendMr.buffer().get(i), "byte " + i + " of the probe target");
+            }
+        }
+        awaitChildrenClosed("the connection that read the probe target");
+        List<String> accepted = new ArrayList<>();
+        for (String outcome : new String[] {
+                attack(WrOpcode.RDMA_READ, rkey, address, ProbeRegion.EXPOSED_BYTES + 1),
+                attack(WrOpcode.RDMA_READ, rkey, address - 1, 2),
+                attack(WrOpcode.RDMA_WRITE, rkey, address, 1)}) {
+            if (outcome != null) {
+                accepted.add(outcome);
+            }
+        }
+        assertTrue(accepted.isEmpty(), () -> accepted.size() + " accesses beyond the probe target's reads went "
+                + "through:\n  " + String.join("\n  ", accepted));
+        assertCleanEnd("accesses at the probe target", null);
+    }
+
+    /** {rkey, address} of the server's probe target, from its handshake. */
+    private long[] serverProbeTarget() throws Exception {
+        try (HostilePeer peer = new HostilePeer()) {
+            assertEquals(CmEventType.ESTABLISHED, peer.connect(server.localAddress(),
+                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16)), () -> "" + peer);
+            RdmaProtocol.Handshake h = peer.serverHandshake();
+            assertTrue(h.offersProbeTarget(), "the server's handshake offers no probe target");
+            return new long[] {h.probeRkey, h.probeAddress};
+        } finally {
+            awaitChildrenClosed("the connection that took the server's handshake");
+        }
+    }
+
+    /**
+     * {rkey, address, length}: what a peer could guess. On the emulated provider, the server PD's real regions but the
+     * probe target (which the next test attacks).
+     */
     private List<long[]> guessedTargets() throws Exception {
         List<long[]> targets = new ArrayList<>();
         try (HostilePeer probe = new HostilePeer()) {
             probe.connect(server.localAddress(), RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16));
+            long probeTarget = probe.serverHandshake().probeAddress;
             MemoryRegion own = probe.sendMr;
             for (long[] t : new long[][] {{0, 0}, {1, 0}, {2, 4096}, {0x100, 0}, {0x1ff, 4096},
                     {own.lkey(), own.address()}, {own.lkey() + 0x100, own.address() - 4096},
@@ -540,7 +592,7 @@ class RdmaTransportHostilePeerTest {
                 List<MemoryRegion> regions = EmulatedFabric.defaultFabric().liveMemoryRegions();
                 for (int i = regions.size() - 1; i >= 0 && targets.size() < 48; i--) {
                     MemoryRegion mr = regions.get(i);
-                    if (mr.pd() == serverPd) {
+                    if (mr.pd() == serverPd && mr.address() != probeTarget) {
                         targets.add(new long[] {mr.lkey(), mr.address(), Math.min(mr.length(), 65536)});
                     }
                 }

@@ -17,6 +17,7 @@ import org.nettyrdma.verbs.CmEventType;
 import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.emulated.EmulatedFabric;
 
+import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.util.List;
@@ -63,6 +64,11 @@ class RdmaTransportKeepAliveTest {
         server = RdmaTestSupport.serverBootstrap(group, group)
                 .childOption(RdmaChannelOption.KEEPALIVE_MILLIS, keepAliveMillis)
                 .childHandler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public boolean isSharable() {
+                        return true; // it keeps nothing of a channel: every child gets it
+                    }
+
                     @Override
                     public void handlerAdded(ChannelHandlerContext ctx) {
                         children.add(ctx.channel());
@@ -147,7 +153,9 @@ class RdmaTransportKeepAliveTest {
      * Probes in send-queue slots that carried writes, and writes right behind probes: echoes 100-130 ms apart (about one
      * probe between two), then ten more probes of silence. On siw0 a probe posted without an SGE in a slot that had
      * carried a SEND read that SEND's length under key 0 and the peer tore the connection down (the first probe after
-     * the queue wrapped), and a write behind a probe completed before it (the fence): docs/protocol.md, the keep-alive.
+     * the queue wrapped), and a write behind a probe completed before it (the fence); and a zero-length READ that
+     * reached a siw peer while it was sending was answered with that send's stale SGE (2 of 3 siw0 CI runs on
+     * 2026-12-03): probes now read a byte of the peer's probe target. docs/protocol.md, the keep-alive.
      */
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -155,15 +163,6 @@ class RdmaTransportKeepAliveTest {
         startEchoServer(100);
         CompletableFuture<ByteBuf> first = new CompletableFuture<>();
         RdmaSocketChannel client = connect(100, first);
-        boolean siw = RdmaTestSupport.isNative() && RdmaTestSupport.onLoop(client, () -> client.resources().iwarp);
-        if (siw) {
-            client.close().sync();
-        }
-        assumeFalse(siw, "soft-iWARP answers a zero-length READ (the probe) that reaches it while it sends with the "
-                + "stale SGE of that send and drops the connection (docs/verbs-spi.md); probes 100 ms apart among "
-                + "writes meet it: it lost the connection in 2 of 3 siw0 runs of CI on 2026-12-03 (none of 12 "
-                + "before). Until the probe reads a byte the peer exposes (the fix, not built), this case runs on rxe0 "
-                + "and the emulated fabric");
         RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
         RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
         for (int i = 0; i < 30; i++) {
@@ -199,6 +198,47 @@ class RdmaTransportKeepAliveTest {
      * A peer whose device answers nothing, not even a failure (soft-iWARP retransmits over TCP for minutes): the
      * probe stays posted, and the next tick fails the channel on the transport's own bound.
      */
+    /**
+     * A probe reads the target the peer's handshake offered: a peer whose target is a region of its own stays up
+     * through the probes of a silent child; one that names a key it never registered fails the child at its first
+     * probe (a broken or lying peer hurts only its own connection).
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void probesReadTheTargetThePeerOffered() throws Exception {
+        startEchoServer(100);
+        try (HostilePeer peer = new HostilePeer()) {
+            peer.offerProbeTarget = true;
+            assertEquals(CmEventType.ESTABLISHED, peer.connect((InetSocketAddress) server.localAddress(),
+                    RdmaProtocol.handshake(16384, 16)), () -> "" + peer);
+            peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
+            RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
+            RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
+            RdmaTestSupport.awaitCondition("5 probes of the child", () -> child.counters().keepAliveProbes() >= 5,
+                    20_000, () -> "child " + child.counters() + ", errors " + childErrors + ", peer " + peer);
+            assertTrue(child.isActive() && childErrors.isEmpty(), () -> "the probes of an honest target failed the "
+                    + "child: " + childErrors);
+        }
+        RdmaTestSupport.awaitCondition("the first child closed", () -> !children.get(0).isActive(), 10_000,
+                () -> "" + childErrors);
+        childErrors.clear();
+        try (HostilePeer peer = new HostilePeer()) {
+            int unregistered = 0x5a5a5a00;
+            assertEquals(CmEventType.ESTABLISHED, peer.connect((InetSocketAddress) server.localAddress(),
+                    RdmaProtocol.withProbeTarget(RdmaProtocol.handshake(16384, 16), 0x10000, unregistered)),
+                    () -> peer + " children " + children + " errors " + childErrors);
+            peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0);
+            RdmaTestSupport.awaitCondition("the second child", () -> children.size() == 2, 10_000, () -> "");
+            Channel child = children.get(1);
+            assertTrue(child.closeFuture().await(10, TimeUnit.SECONDS), "a child whose peer offered an unregistered "
+                    + "probe target is still open 10 s after the connect");
+            // emulated: the probe's own failure; a native peer may tear the connection down first (a flush, a reset)
+            assertTrue(RdmaTestSupport.isNative() || childErrors.stream().anyMatch(t -> String.valueOf(t.getMessage())
+                    .contains("keep-alive probe failed")), () -> "errors: " + childErrors);
+            assertTrue(childErrors.stream().allMatch(t -> t instanceof IOException), () -> "errors: " + childErrors);
+        }
+    }
+
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aPeerThatAnswersNothingFailsASilentChannelWithinTwoIntervals() throws Exception {
