@@ -20,6 +20,7 @@ import org.nettyrdma.verbs.VerbsException;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.util.ArrayDeque;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A listening RDMA CM id: the drop-in for a {@link ServerSocketChannel}. Each connection request becomes an
@@ -32,6 +33,12 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
     private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
     /** Binds again on a fresh CM id after a port in use, at most this many times (iWARP, port 0; see doBind). */
     static final int LISTEN_PORT_IN_USE_RETRIES = 3;
+    /**
+     * How long a connection handed to the pipeline may stay unregistered before it is refused: ServerBootstrap's
+     * acceptor registers it at once, unless the child handler could not be added (a handler instance that is not
+     * {@code @Sharable} given to every child) — then nobody ever would, and the peer would wait for its CM's time-out.
+     */
+    static final long UNREGISTERED_CHILD_MILLIS = 1000;
 
     private final RdmaServerSocketChannelConfig config = new RdmaServerSocketChannelConfig(this);
     private volatile boolean open = true;
@@ -241,6 +248,11 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
                 read = true;
                 allocHandle.incMessagesRead(1);
                 pipeline.fireChannelRead(child);
+                if (!registrationStarted(child)) {
+                    RdmaSocketChannel taken = child;
+                    eventLoop().schedule(() -> refuseUnregistered(taken), UNREGISTERED_CHILD_MILLIS,
+                            TimeUnit.MILLISECONDS);
+                }
                 if (!allocHandle.continueReading()) {
                     break;
                 }
@@ -254,11 +266,32 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
             }
         }
 
+        /** The pipeline took {@code child} and never registered it: the peer is refused, the child's id goes. */
+        private void refuseUnregistered(RdmaSocketChannel child) {
+            if (child.isOpen() && !registrationStarted(child)) {
+                logger.warn("{}: the pipeline took the connection from {} but did not register it within {} ms (did "
+                        + "adding the child handler fail? a handler instance given to every child must be @Sharable): "
+                        + "the connection is refused", RdmaServerSocketChannel.this, child.remoteAddress(),
+                        UNREGISTERED_CHILD_MILLIS);
+                child.unsafe().closeForcibly();
+            }
+        }
+
         @Override
         public void close() {
             if (isOpen()) {
                 close(voidPromise());
             }
+        }
+    }
+
+    /** Whether {@code ch} was given to an event loop (its registration may still be under way). */
+    private static boolean registrationStarted(RdmaSocketChannel ch) {
+        try {
+            ch.eventLoop();
+            return true;
+        } catch (IllegalStateException notRegistered) {
+            return false;
         }
     }
 }

@@ -225,6 +225,41 @@ class RdmaTransportConnectTest {
                         + RdmaTestSupport.registeredChannels(group));
     }
 
+    /**
+     * A server whose pipeline takes a connection and never registers it — here a child handler instance that is not
+     * {@code @Sharable}, so ServerBootstrap cannot add it to the second child — refuses that connection within about
+     * a second ({@link RdmaServerSocketChannel#UNREGISTERED_CHILD_MILLIS}): the client's connect fails with the reason,
+     * not after its CM's time-out, and the server holds nothing for it.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aConnectionThePipelineNeverRegistersIsRefused() throws Exception {
+        Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ctx.writeAndFlush(msg);
+            }
+        }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            InetSocketAddress at = (InetSocketAddress) server.localAddress();
+            assertEchoedOnce(at); // the first child takes the handler
+            for (int i = 0; i < 2; i++) {
+                long start = System.nanoTime();
+                assertConnectFails(at, "closed before it was accepted");
+                long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+                assertTrue(millis < RdmaServerSocketChannel.UNREGISTERED_CHILD_MILLIS + 3_000,
+                        () -> "refused only after " + millis + " ms");
+            }
+            RdmaTestSupport.awaitCondition("nothing held for the refused connections", () ->
+                    RdmaIoHandler.counters(group).queuePairs() == 0 && RdmaTestSupport.registeredChannels(group) == 1,
+                    5_000, () -> "loop " + RdmaIoHandler.counters(group) + ", registrations "
+                            + RdmaTestSupport.registeredChannels(group));
+            assertTrue(server.isActive(), "the server closed");
+        } finally {
+            server.close().sync();
+        }
+    }
+
     /** A connect to {@code at} fails with a {@link ConnectException} whose message has each of {@code says}. */
     private void assertConnectFails(InetSocketAddress at, String... says) throws InterruptedException {
         ChannelFuture f = RdmaTestSupport.clientBootstrap(group).handler(new ChannelInboundHandlerAdapter())
