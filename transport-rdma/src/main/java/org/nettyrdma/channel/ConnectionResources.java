@@ -64,8 +64,8 @@ final class ConnectionResources {
     /** Whether this side may post RDMA READs (the device allows a READ in flight per QP): the keep-alive probes. */
     final boolean canRead;
     /**
-     * What this side's probes land in and what it exposes to its peer's probes (offered in the handshake), or null: the
-     * device allows no READ, so neither side probes.
+     * On iWARP, what this side's probes land in and what it exposes to its peer's probes (offered in the handshake);
+     * else null: IB and RoCE answer a zero-length READ naming no memory, which exposes nothing (docs/protocol.md).
      */
     final ProbeRegion probes;
     /** Whether the device is iWARP: connection set-up and close differ there (docs/protocol.md). */
@@ -112,7 +112,6 @@ final class ConnectionResources {
         fencesClose = canRead && iwarp;
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
-        probes = canRead ? handler.resources().probeRegion(queues.pd) : null;
         QueuePair createdQp = null;
         // receives from the loop's shared pool where asked and it has room for this connection's, else its own
         ReceivePool sharedPool = handler.config().isSharedReceiveQueue()
@@ -128,6 +127,7 @@ final class ConnectionResources {
         }
         QueuePairReceives own = null;
         PooledReceives shared = null;
+        ProbeRegion probeRegion = null;
         boolean ok = false;
         try {
             createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth,
@@ -141,6 +141,9 @@ final class ConnectionResources {
                 own = new QueuePairReceives(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
                         wrIdBase | RECV_BIT, ch.counters(), handler.counters());
                 own.postAll();
+            }
+            if (fencesClose) {
+                probeRegion = new ProbeRegion(queues.pd);
             }
             ok = true;
         } finally {
@@ -158,6 +161,7 @@ final class ConnectionResources {
             }
         }
         qp = createdQp;
+        probes = probeRegion;
         pool = sharedPool;
         pooled = shared;
         offersPooledCredits = pooledCredits && sharedPool != null;
@@ -275,6 +279,14 @@ final class ConnectionResources {
         l.publish();
     }
 
+    private void closeProbes() {
+        try {
+            probes.close();
+        } catch (VerbsException e) {
+            logger.warn("{}: deregistering the probe regions failed", ch, e);
+        }
+    }
+
     private boolean closeQp(QueuePair qp) {
         try {
             qp.close();
@@ -320,6 +332,9 @@ final class ConnectionResources {
                 }
                 if (ring != null) {
                     ring.close(); // no work request names it any more
+                }
+                if (probes != null) {
+                    closeProbes(); // nor one of this side's READs, nor one of the peer's
                 }
             }
         } finally {

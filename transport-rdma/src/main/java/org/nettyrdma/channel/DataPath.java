@@ -38,8 +38,8 @@ interface DataPath {
     boolean waitsForRoom();
 
     /**
-     * Posts a probe now: an RDMA READ of one byte of the peer's probe target ({@link ProbeRegion}; zero bytes naming no
-     * memory if the peer offered none), which completes only when the peer's device has
+     * Posts a probe now: an RDMA READ of one byte of the peer's probe target on iWARP ({@link ProbeRegion}), else of
+     * zero bytes naming no memory, which completes only when the peer's device has
      * answered it (on iWARP too), so after it has taken everything posted before; it takes a place in the send queue,
      * not a credit. A keep-alive probe ({@code keepAlive}, counted) or the close's fence on iWARP. The caller checked
      * {@link #hasRoom()}.

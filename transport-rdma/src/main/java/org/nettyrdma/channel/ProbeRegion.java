@@ -8,15 +8,17 @@ import org.nettyrdma.verbs.VerbsException;
 import java.nio.ByteBuffer;
 
 /**
- * What a keep-alive probe and iWARP's close fence read, one per protection domain for the life of the process (as the
- * domain): {@link #EXPOSED_BYTES} zero bytes every peer may READ (their address and key go out in the handshake under
- * {@link RdmaProtocol#FLAG_PROBE_TARGET}) and, apart from them, the bytes a probe of this side reads into. A probe
- * reads one byte, not zero: soft-iWARP answers a zero-length READ that came while it was sending with its send slot's
- * stale first SGE and drops the connection (docs/protocol.md, the keep-alive). Nothing but zeros is ever exposed:
- * this side never writes the exposed bytes, and what peers' responses land in is a separate region no peer can name.
+ * What the keep-alive probes and the close fence of one iWARP connection read and land in: {@link #EXPOSED_BYTES}
+ * zero bytes its peer may READ (their address and key go out in the handshake under
+ * {@link RdmaProtocol#FLAG_PROBE_TARGET}) and, apart from them, the bytes this side's probes read into. A probe reads
+ * one byte, not zero: soft-iWARP answers a zero-length READ that came while it was sending with its send slot's stale
+ * first SGE and drops the connection (docs/protocol.md, the keep-alive). Nothing but zeros is exposed: this side never
+ * writes them. One per connection, freed with it once its QP is gone: a peer can name both regions (the landing
+ * region's key travels in each READ request, and iWARP lets the peer write a READ's sink), and siw lets a peer
+ * invalidate any region it names ({@code SEND_WITH_INV}), so a peer reaches only its own connection's.
  */
 final class ProbeRegion {
-    /** The zero bytes exposed to peers' READs. */
+    /** The zero bytes exposed to the peer's READs. */
     static final int EXPOSED_BYTES = 8;
     /** What a probe reads: one byte. */
     static final int PROBE_LENGTH = 1;
@@ -29,7 +31,9 @@ final class ProbeRegion {
         ByteBuffer memory = ByteBuffer.allocateDirect(EXPOSED_BYTES + LANDING_BYTES);
         exposed = pd.registerMemory(memory.slice(0, EXPOSED_BYTES), Access.REMOTE_READ);
         try {
-            landing = pd.registerMemory(memory.slice(EXPOSED_BYTES, LANDING_BYTES), Access.LOCAL_WRITE);
+            // iWARP: the sink of a READ takes the response as a tagged write, and hardware checks remote write on it
+            landing = pd.registerMemory(memory.slice(EXPOSED_BYTES, LANDING_BYTES),
+                    Access.LOCAL_WRITE | Access.REMOTE_WRITE);
         } catch (VerbsException | RuntimeException e) {
             try {
                 exposed.close();
@@ -40,12 +44,12 @@ final class ProbeRegion {
         }
     }
 
-    /** Where peers READ: the address in this side's handshake. */
+    /** Where the peer READs: the address in this side's handshake. */
     long exposedAddress() {
         return exposed.address();
     }
 
-    /** The key peers READ with: the rkey in this side's handshake. */
+    /** The key the peer READs with: the rkey in this side's handshake. */
     int exposedRkey() {
         return exposed.rkey();
     }
@@ -57,5 +61,14 @@ final class ProbeRegion {
 
     int landingLkey() {
         return landing.lkey();
+    }
+
+    /** Deregisters both regions; only once no work request of the connection can name them (its QP is gone). */
+    void close() throws VerbsException {
+        try {
+            exposed.close();
+        } finally {
+            landing.close();
+        }
     }
 }

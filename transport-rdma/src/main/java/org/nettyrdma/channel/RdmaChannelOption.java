@@ -34,8 +34,8 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> RING_SIZE = valueOf(RdmaChannelOption.class, "RING_SIZE");
 
     /**
-     * Milliseconds of silence after which a connection probes its peer: an RDMA READ of one byte of zeros the peer
-     * exposes for it (zero bytes if it exposes none), which only the peer's
+     * Milliseconds of silence after which a connection probes its peer: an RDMA READ (of zero bytes naming no memory;
+     * on iWARP of one byte of zeros the peer exposes to it for this), which only the peer's
      * device answers (no receive is used, nothing reaches the pipeline). Work posted to the peer before one such
      * interval and unanswered at its end fails the channel, also when it had nothing to send: a peer gone without a
      * word (a host down, a cable pulled) is noticed within three intervals. 0: no probes (a side with nothing posted

@@ -623,13 +623,14 @@ final class RdmaConnection {
     }
 
     /**
-     * A tick of the keep-alive. A connection that heard nothing for a whole interval (no completion) posts a probe, a
-     * one-byte RDMA READ of the peer's probe target that only the peer's device answers, so that nothing reaches its pipeline (a WRITE would not
-     * do on iWARP: it completes once the local TCP stack has taken it, also when the peer is gone). Work that
-     * was posted before the last tick and still has no completion means the peer's device acknowledges nothing: the
-     * peer is gone or unreachable, and the channel fails. The bound is this transport's own, not the device's retry
-     * settings: soft-iWARP retransmits over TCP for many minutes, and SoftRoCE was seen to retry a dead peer for longer
-     * than 30 s. A peer that only stopped reading still acknowledges (its device does), so it is never taken for gone.
+     * A tick of the keep-alive. A connection that heard nothing for a whole interval (no completion) posts a probe, an
+     * RDMA READ (of zero bytes; on iWARP of one byte of the peer's probe target) that only the peer's device answers,
+     * so that nothing reaches its pipeline (a WRITE would not do on iWARP: it completes once the local TCP stack has
+     * taken it, also when the peer is gone). Work that was posted before the last tick and still has no completion
+     * means the peer's device acknowledges nothing: the peer is gone or unreachable, and the channel fails. The bound
+     * is this transport's own, not the device's retry settings: soft-iWARP retransmits over TCP for many minutes, and
+     * SoftRoCE was seen to retry a dead peer for longer than 30 s. A peer that only stopped reading still acknowledges
+     * (its device does), so it is never taken for gone.
      */
     private void keepAliveTick() {
         // completions that arrived while this loop was busy elsewhere count: a stalled loop is not a silent peer

@@ -114,7 +114,7 @@ public final class RdmaCounters {
         return stagingStalls;
     }
 
-    /** Keep-alive probes sent: RDMA READs of the peer's probe target after {@code KEEPALIVE_MILLIS} of silence. */
+    /** Keep-alive probes sent: RDMA READs (on iWARP of the peer's probe target) after {@code KEEPALIVE_MILLIS} quiet. */
     public long keepAliveProbes() {
         acquire();
         return keepAliveProbes;

@@ -33,9 +33,9 @@ final class RdmaProtocol {
     static final int POOLED_HANDSHAKE_LENGTH = HANDSHAKE_LENGTH + 8;
     /**
      * Handshake flag bit 3: the probe target, bytes of zeros this side lets its peer READ, for the keep-alive probe and
-     * iWARP's close fence ({@link ProbeRegion}). The handshake then has {@link #PROBE_HANDSHAKE_LENGTH} bytes: the
-     * pooled extension's 8 (zeros without {@link #FLAG_POOLED_CREDITS}), then address u64 and rkey u32. A peer that
-     * does not set it is probed by zero-length READs, as before.
+     * the close fence ({@link ProbeRegion}; set on iWARP only). The handshake then has
+     * {@link #PROBE_HANDSHAKE_LENGTH} bytes: the pooled extension's 8 (zeros without {@link #FLAG_POOLED_CREDITS}),
+     * then address u64 and rkey u32. A peer that does not set it is probed by zero-length READs.
      */
     static final int FLAG_PROBE_TARGET = 1 << 3;
     /** Where a handshake with {@link #FLAG_PROBE_TARGET} has the target's address (u64), then its rkey (u32). */

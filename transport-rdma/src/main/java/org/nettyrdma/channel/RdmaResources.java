@@ -11,8 +11,7 @@ import java.util.Map;
 
 /**
  * What every event loop of one provider shares, for the life of the process: the provider itself and one protection
- * domain per device, so that registered memory serves every connection on that device whatever its event loop, with
- * its {@link ProbeRegion}.
+ * domain per device, so that registered memory serves every connection on that device whatever its event loop.
  */
 final class RdmaResources {
     private static RdmaResources nativeResources;
@@ -20,7 +19,6 @@ final class RdmaResources {
 
     private final VerbsProvider provider;
     private final Map<Device, ProtectionDomain> pds = new IdentityHashMap<>();
-    private final Map<ProtectionDomain, ProbeRegion> probeRegions = new IdentityHashMap<>();
 
     private RdmaResources(VerbsProvider provider) {
         this.provider = provider;
@@ -51,23 +49,8 @@ final class RdmaResources {
         ProtectionDomain pd = pds.get(device);
         if (pd == null) {
             pd = device.allocPd();
-            try {
-                probeRegions.put(pd, new ProbeRegion(pd));
-            } catch (VerbsException | RuntimeException e) {
-                try {
-                    pd.close();
-                } catch (VerbsException suppressed) {
-                    e.addSuppressed(suppressed);
-                }
-                throw e;
-            }
             pds.put(device, pd);
         }
         return pd;
-    }
-
-    /** What keep-alive probes read and land in on {@code pd} (one of {@link #pd}'s): registered with it. */
-    synchronized ProbeRegion probeRegion(ProtectionDomain pd) {
-        return probeRegions.get(pd);
     }
 }

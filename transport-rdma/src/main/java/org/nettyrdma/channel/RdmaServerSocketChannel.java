@@ -44,6 +44,8 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
     private volatile boolean open = true;
     private volatile boolean active;
     private final ArrayDeque<RdmaSocketChannel> pending = new ArrayDeque<>();
+    /** Children the pipeline read without registering them, until {@link #UNREGISTERED_CHILD_MILLIS} decides. */
+    private final ArrayDeque<RdmaSocketChannel> unregistered = new ArrayDeque<>();
 
     public RdmaServerSocketChannel() {
         super(null, null);
@@ -124,6 +126,11 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
         RdmaSocketChannel child;
         while ((child = pending.poll()) != null) {
             child.unsafe().closeForcibly();
+        }
+        while ((child = unregistered.poll()) != null) {
+            if (!registrationStarted(child)) {
+                child.unsafe().closeForcibly(); // its check may never run: the loop may be shutting down
+            }
         }
         releaseIdAndRegistration();
     }
@@ -250,6 +257,7 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
                 pipeline.fireChannelRead(child);
                 if (!registrationStarted(child)) {
                     RdmaSocketChannel taken = child;
+                    unregistered.add(taken);
                     eventLoop().schedule(() -> refuseUnregistered(taken), UNREGISTERED_CHILD_MILLIS,
                             TimeUnit.MILLISECONDS);
                 }
@@ -268,7 +276,7 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
 
         /** The pipeline took {@code child} and never registered it: the peer is refused, the child's id goes. */
         private void refuseUnregistered(RdmaSocketChannel child) {
-            if (child.isOpen() && !registrationStarted(child)) {
+            if (unregistered.remove(child) && child.isOpen() && !registrationStarted(child)) {
                 logger.warn("{}: the pipeline took the connection from {} but did not register it within {} ms (did "
                         + "adding the child handler fail? a handler instance given to every child must be @Sharable): "
                         + "the connection is refused", RdmaServerSocketChannel.this, child.remoteAddress(),

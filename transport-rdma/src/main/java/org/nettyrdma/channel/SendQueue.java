@@ -395,8 +395,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     }
 
     /**
-     * The peer's probe target (its handshake offered one): probes READ {@link ProbeRegion#PROBE_LENGTH} byte of it into
-     * {@code landing}'s, not zero bytes.
+     * The peer's probe target (iWARP: its handshake offered one, and this side has {@code landing}): probes READ
+     * {@link ProbeRegion#PROBE_LENGTH} byte of it into {@code landing}'s, not zero bytes.
      */
     void probeTarget(long address, int rkey, ProbeRegion landing) {
         probeAddress = address;

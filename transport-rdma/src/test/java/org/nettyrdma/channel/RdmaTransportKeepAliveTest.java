@@ -15,6 +15,8 @@ import org.junit.jupiter.api.parallel.ExecutionMode;
 import org.junit.jupiter.api.parallel.Isolated;
 import org.nettyrdma.verbs.CmEventType;
 import org.nettyrdma.verbs.DeviceAttributes;
+import org.nettyrdma.verbs.WcStatus;
+import org.nettyrdma.verbs.WrOpcode;
 import org.nettyrdma.verbs.emulated.EmulatedFabric;
 
 import java.io.IOException;
@@ -28,11 +30,12 @@ import java.util.concurrent.TimeUnit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * The keep-alive ({@link RdmaChannelOption#KEEPALIVE_MILLIS}): a silent connection probes its peer with zero-byte RDMA
- * READs that the peer's device acknowledges and its pipeline never sees; a peer gone without a word fails the probe,
- * and with it a channel that had nothing to send.
+ * The keep-alive ({@link RdmaChannelOption#KEEPALIVE_MILLIS}): a silent connection probes its peer with RDMA READs
+ * (of one byte of the peer's probe target on iWARP, of zero bytes elsewhere) that the peer's device acknowledges and
+ * its pipeline never sees; a peer gone without a word fails the probe, and with it a channel that had nothing to send.
  */
 @Isolated("transport-level checks: time bounds")
 @Execution(ExecutionMode.SAME_THREAD)
@@ -195,18 +198,17 @@ class RdmaTransportKeepAliveTest {
     }
 
     /**
-     * A peer whose device answers nothing, not even a failure (soft-iWARP retransmits over TCP for minutes): the
-     * probe stays posted, and the next tick fails the channel on the transport's own bound.
-     */
-    /**
-     * A probe reads the target the peer's handshake offered: a peer whose target is a region of its own stays up
-     * through the probes of a silent child; one that names a key it never registered fails the child at its first
-     * probe (a broken or lying peer hurts only its own connection).
+     * On iWARP a probe reads the target the peer's handshake offered (IB and RoCE probe with zero-length READs naming
+     * no memory): a peer whose target is a region of its own stays up through the probes of a silent child; one that
+     * names a key it never registered fails the child at its first probe (a broken or lying peer hurts only its own
+     * connection). The child's own target gives the peer its zeros and nothing more. Emulated: the server on an
+     * emulated iWARP device; in the VM on siw0 (rxe0 skips: no target there).
      */
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void probesReadTheTargetThePeerOffered() throws Exception {
-        startEchoServer(100);
+        startEchoServer(100, RdmaTestSupport.isNative() ? RdmaTestSupport.anyPort()
+                : new InetSocketAddress(RdmaTestSupport.emulatedIwarpAddress(), 0));
         try (HostilePeer peer = new HostilePeer()) {
             peer.offerProbeTarget = true;
             assertEquals(CmEventType.ESTABLISHED, peer.connect((InetSocketAddress) server.localAddress(),
@@ -214,10 +216,22 @@ class RdmaTransportKeepAliveTest {
             peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
             RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
             RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
+            boolean iwarp = RdmaTestSupport.onLoop(child, () -> child.resources().iwarp);
+            RdmaProtocol.Handshake server = peer.serverHandshake();
+            assertEquals(iwarp, server.offersProbeTarget(), "a probe target is offered on iWARP, and only there");
+            if (iwarp) {
+                // the child's target: its zeros, and not a byte more
+                assertEquals(WcStatus.SUCCESS, peer.remoteAccess(WrOpcode.RDMA_READ, server.probeRkey,
+                        server.probeAddress, ProbeRegion.EXPOSED_BYTES), () -> "" + peer);
+                for (int i = 0; i < ProbeRegion.EXPOSED_BYTES; i++) {
+                    assertEquals(0, peer.sendMr.buffer().get(i), "byte " + i + " of the probe target");
+                }
+            }
             RdmaTestSupport.awaitCondition("5 probes of the child", () -> child.counters().keepAliveProbes() >= 5,
                     20_000, () -> "child " + child.counters() + ", errors " + childErrors + ", peer " + peer);
             assertTrue(child.isActive() && childErrors.isEmpty(), () -> "the probes of an honest target failed the "
                     + "child: " + childErrors);
+            assumeTrue(iwarp, "IB and RoCE probe with zero-length READs: a peer's target is not read there");
         }
         RdmaTestSupport.awaitCondition("the first child closed", () -> !children.get(0).isActive(), 10_000,
                 () -> "" + childErrors);
@@ -239,6 +253,10 @@ class RdmaTransportKeepAliveTest {
         }
     }
 
+    /**
+     * A peer whose device answers nothing, not even a failure (soft-iWARP retransmits over TCP for minutes): the
+     * probe stays posted, and the next tick fails the channel on the transport's own bound.
+     */
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aPeerThatAnswersNothingFailsASilentChannelWithinTwoIntervals() throws Exception {
