@@ -43,6 +43,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -532,28 +533,28 @@ class RdmaTransportHostilePeerTest {
      */
     @Test
     void theProbeTargetGivesItsZeroBytesToReadsAndNothingElse() throws Exception {
-        long[] target = serverProbeTarget();
-        assumeTrue(target != null, "no probe target: the server's device is not iWARP (IB and RoCE probe with "
-                + "zero-length READs naming no memory; siw0 in the VM and RdmaTransportKeepAliveTest on an emulated "
-                + "iWARP device run this)");
-        int rkey = (int) target[0];
-        long address = target[1];
         try (HostilePeer peer = new HostilePeer()) {
             assertEquals(CmEventType.ESTABLISHED, peer.connect(server.localAddress(),
                     RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16)), () -> "" + peer);
+            RdmaProtocol.Handshake h = peer.serverHandshake();
+            assumeTrue(h.offersProbeTarget(), "no probe target: the server's device is not iWARP (IB and RoCE probe "
+                    + "with zero-length READs naming no memory; siw0 in the VM and RdmaTransportKeepAliveTest on an "
+                    + "emulated iWARP device run this)");
             peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
-            assertEquals(WcStatus.SUCCESS, peer.remoteAccess(WrOpcode.RDMA_READ, rkey, address,
+            assertEquals(WcStatus.SUCCESS, peer.remoteAccess(WrOpcode.RDMA_READ, h.probeRkey, h.probeAddress,
                     ProbeRegion.EXPOSED_BYTES), () -> "" + peer);
             for (int i = 0; i < ProbeRegion.EXPOSED_BYTES; i++) {
                 assertEquals(0, peer.sendMr.buffer().get(i), "byte " + i + " of the probe target");
             }
+        } finally {
+            awaitChildrenClosed("the connection that read its probe target");
         }
-        awaitChildrenClosed("the connection that read the probe target");
+        Function<RdmaProtocol.Handshake, long[]> target = h -> new long[] {h.probeRkey, h.probeAddress};
         List<String> accepted = new ArrayList<>();
         for (String outcome : new String[] {
-                attack(WrOpcode.RDMA_READ, rkey, address, ProbeRegion.EXPOSED_BYTES + 1),
-                attack(WrOpcode.RDMA_READ, rkey, address - 1, 2),
-                attack(WrOpcode.RDMA_WRITE, rkey, address, 1)}) {
+                attack(WrOpcode.RDMA_READ, ProbeRegion.EXPOSED_BYTES + 1, 0, target),
+                attack(WrOpcode.RDMA_READ, 2, -1, target),
+                attack(WrOpcode.RDMA_WRITE, 1, 0, target)}) {
             if (outcome != null) {
                 accepted.add(outcome);
             }
@@ -563,27 +564,11 @@ class RdmaTransportHostilePeerTest {
         assertCleanEnd("accesses at the probe target", null);
     }
 
-    /** {rkey, address} of the server's probe target, from its handshake; null if it offers none (not iWARP). */
-    private long[] serverProbeTarget() throws Exception {
-        try (HostilePeer peer = new HostilePeer()) {
-            assertEquals(CmEventType.ESTABLISHED, peer.connect(server.localAddress(),
-                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16)), () -> "" + peer);
-            RdmaProtocol.Handshake h = peer.serverHandshake();
-            return h.offersProbeTarget() ? new long[] {h.probeRkey, h.probeAddress} : null;
-        } finally {
-            awaitChildrenClosed("the connection that took the server's handshake");
-        }
-    }
-
-    /**
-     * {rkey, address, length}: what a peer could guess. On the emulated provider, the server PD's real regions but the
-     * probe target of an iWARP server, which theProbeTargetGivesItsZeroBytesToReadsAndNothingElse attacks.
-     */
+    /** {rkey, address, length}: what a peer could guess. On the emulated provider, the server PD's real regions. */
     private List<long[]> guessedTargets() throws Exception {
         List<long[]> targets = new ArrayList<>();
         try (HostilePeer probe = new HostilePeer()) {
             probe.connect(server.localAddress(), RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16));
-            long probeTarget = probe.serverHandshake().probeAddress;
             MemoryRegion own = probe.sendMr;
             for (long[] t : new long[][] {{0, 0}, {1, 0}, {2, 4096}, {0x100, 0}, {0x1ff, 4096},
                     {own.lkey(), own.address()}, {own.lkey() + 0x100, own.address() - 4096},
@@ -595,7 +580,7 @@ class RdmaTransportHostilePeerTest {
                 List<MemoryRegion> regions = EmulatedFabric.defaultFabric().liveMemoryRegions();
                 for (int i = regions.size() - 1; i >= 0 && targets.size() < 48; i--) {
                     MemoryRegion mr = regions.get(i);
-                    if (mr.pd() == serverPd && mr.address() != probeTarget) {
+                    if (mr.pd() == serverPd) {
                         targets.add(new long[] {mr.lkey(), mr.address(), Math.min(mr.length(), 65536)});
                     }
                 }
@@ -607,11 +592,24 @@ class RdmaTransportHostilePeerTest {
 
     /** One hostile connection posting one RDMA WRITE or READ: null if it failed as it must, else what went through. */
     private String attack(int opcode, int rkey, long address, int length) throws Exception {
-        String what = (opcode == WrOpcode.RDMA_WRITE ? "RDMA WRITE" : "RDMA READ") + " of " + length
-                + " bytes at rkey 0x" + Integer.toHexString(rkey) + ", address 0x" + Long.toHexString(address);
+        return attack(opcode, length, 0, server -> new long[] {rkey, address});
+    }
+
+    /**
+     * As above, at {@code offset} from the {rkey, address} that {@code at} takes from the server's handshake to this
+     * connection (its probe target).
+     */
+    private String attack(int opcode, int length, long offset, Function<RdmaProtocol.Handshake, long[]> at)
+            throws Exception {
+        String what;
         try (HostilePeer peer = new HostilePeer()) {
             assertEquals(CmEventType.ESTABLISHED, peer.connect(server.localAddress(),
-                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16)), what + ": " + peer);
+                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16)), "a hostile connection: " + peer);
+            long[] target = at.apply(peer.serverHandshake());
+            int rkey = (int) target[0];
+            long address = target[1] + offset;
+            what = (opcode == WrOpcode.RDMA_WRITE ? "RDMA WRITE" : "RDMA READ") + " of " + length
+                    + " bytes at rkey 0x" + Integer.toHexString(rkey) + ", address 0x" + Long.toHexString(address);
             peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting: the server's side is open
             int status = peer.remoteAccess(opcode, rkey, address, length);
             if (status == WcStatus.SUCCESS) {
