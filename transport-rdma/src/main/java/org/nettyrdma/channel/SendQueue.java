@@ -406,16 +406,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
 
     @Override
     public void sendProbe(boolean keepAlive) throws IOException {
-        if (probeLanding != null) {
-            int slot = next;
-            wrs.setSend(0, wrIdBase | slot, WrOpcode.RDMA_READ, 0).remote(0, probeAddress, probeRkey)
-                    .addSge(0, probeLanding.landingAddress(), ProbeRegion.PROBE_LENGTH, probeLanding.landingLkey());
-            post(1);
-            markControl(slot);
-            probeSlot = slot;
-        } else {
-            probeSlot = postEmpty(WrOpcode.RDMA_READ);
-        }
+        probeSlot = probeLanding != null
+                ? postControl(WrOpcode.RDMA_READ, probeAddress, probeRkey, probeLanding.landingAddress(),
+                        ProbeRegion.PROBE_LENGTH, probeLanding.landingLkey())
+                : postEmpty(WrOpcode.RDMA_READ);
         fenceNext = true;
         if (keepAlive) {
             counters.keepAliveProbes++;
@@ -435,20 +429,23 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
      * key 0, and the peer's siw tore the connection down (docs/protocol.md, the keep-alive).
      */
     private int postEmpty(int opcode) throws IOException {
-        int slot = next;
         pool.scratchView(); // registered on first use
-        wrs.setSend(0, wrIdBase | slot, opcode, 0).remote(0, 0, 0)
-                .addSge(0, pool.scratchAddress(), 0, pool.scratchLkey());
-        post(1);
-        markControl(slot);
-        return slot;
+        return postControl(opcode, 0, 0, pool.scratchAddress(), 0, pool.scratchLkey());
     }
 
-    /** A control work request (no staging, no credit) was posted in {@code slot}, the next. */
-    private void markControl(int slot) {
+    /**
+     * Posts an RDMA READ or WRITE of {@code length} bytes between {@code rkey}/{@code remoteAddress} and one local SGE,
+     * in the next slot, as a control work request (no staging, no credit), and returns the slot.
+     */
+    private int postControl(int opcode, long remoteAddress, int rkey, long address, int length, int lkey)
+            throws IOException {
+        int slot = next;
+        wrs.setSend(0, wrIdBase | slot, opcode, 0).remote(0, remoteAddress, rkey).addSge(0, address, length, lkey);
+        post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         advance();
+        return slot;
     }
 
     @Override
