@@ -50,9 +50,9 @@ final class ConnectionResources {
      */
     final boolean offersPooledCredits;
     /**
-     * The credits the peer starts with in this side's {@link CreditWindow}: {@link CreditWindow#FLOOR} on an accepted
-     * connection whose peer offered pooled credits and whose receives come from the pool, else the receive count (a
-     * connecting side restates it at the handshake when pooled credits were negotiated: {@link
+     * The credits the peer starts with in this side's {@link CreditWindow}: {@link CreditWindow#POOLED_INITIAL} on an
+     * accepted connection whose peer offered pooled credits and whose receives come from the pool, else the receive
+     * count (a connecting side restates it at the handshake when pooled credits were negotiated: {@link
      * CreditWindow#startPooled}).
      */
     final int initialCredits;
@@ -119,8 +119,8 @@ final class ConnectionResources {
         // pooled credits, not with the WRITE ring: a ring message waiting unread holds no pool buffer, and the window's
         // reservation would not count it (it keeps its whole window in the pool then)
         boolean pooledCredits = sharedPool != null && !offersWriteRing;
-        // an accepted pooled peer starts at the floor; a connecting side reserves its whole window until it knows
-        int initial = pooledCredits && peerOffersPooledCredits ? CreditWindow.FLOOR : recvCount;
+        // an accepted pooled peer starts at POOLED_INITIAL; a connecting side reserves its whole window until it knows
+        int initial = pooledCredits && peerOffersPooledCredits ? CreditWindow.POOLED_INITIAL : recvCount;
         if (sharedPool != null && !sharedPool.tryReserve(initial)) {
             sharedPool = null;
             initial = recvCount;
@@ -238,10 +238,10 @@ final class ConnectionResources {
     ConnectionParameters parameters(CmId id) {
         int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
         int flags = offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0;
-        // pooled: a pooled peer starts at the floor and may be granted up to the receive count; a v1 peer reads
+        // pooled: a pooled peer starts at POOLED_INITIAL and may be granted up to the receive count; a v1 peer reads
         // the receive count, which this side then grants it whole
         byte[] handshake = offersPooledCredits
-                ? RdmaProtocol.handshake(recvSize, recvCount, flags, CreditWindow.FLOOR, recvCount)
+                ? RdmaProtocol.handshake(recvSize, recvCount, flags, CreditWindow.POOLED_INITIAL, recvCount)
                 : RdmaProtocol.handshake(recvSize, recvCount, flags);
         if (probes != null) {
             handshake = RdmaProtocol.withProbeTarget(handshake, probes.exposedAddress(), probes.exposedRkey());

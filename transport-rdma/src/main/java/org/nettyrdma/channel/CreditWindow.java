@@ -17,8 +17,18 @@ package org.nettyrdma.channel;
  * credit is ever forgiven and the rules are v1's.
  */
 final class CreditWindow {
-    /** The smallest window: the greeting, the credit kept for CREDIT messages, one DATA, one unreturned control credit. */
-    static final int FLOOR = 4;
+    /**
+     * The smallest target: a DATA needs two credits, and a side stuck at one credit with nothing in flight leaves
+     * {@code FLOOR - 1} receives with its peer as unread messages or owed credits, which rule 2 returns (data credits,
+     * or at least two control credits). CreditWindowModelTest checks it; at 2 two windows deadlock.
+     */
+    static final int FLOOR = 3;
+    /**
+     * The credits a pooled window starts with (what a handshake's extension says), and the least receive count. Sides
+     * that came before the floor came down to 3 refuse a handshake that starts them lower, so a window starts here and
+     * comes down at its first unstarved tick.
+     */
+    static final int POOLED_INITIAL = 4;
 
     /** The most receives this side announced it may grant the peer (its handshake's credit limit). */
     private final int limit;

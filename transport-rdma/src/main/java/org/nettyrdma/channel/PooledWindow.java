@@ -3,13 +3,13 @@ package org.nettyrdma.channel;
 import org.nettyrdma.verbs.VerbsException;
 
 /**
- * The window of a connection with pooled credits (docs/srq-design.md section 2, docs/protocol.md "Pooled credits"):
- * its target in the {@link CreditWindow} and its reservation in the loop's shared receive pool, moved together. It
- * starts at {@link CreditWindow#FLOOR}; when the peer may be starving (it holds at most one credit) and data credits are
- * owed, the target doubles, up to the limit, if the pool has room; a connection whose peer did not starve for a whole
- * tick of the loop ({@link RdmaIoHandler#TICK_MILLIS}) halves it, down to the floor. The reservation always covers what
- * the peer may still consume plus the messages held unread, so honest peers never find the shared queue empty. Event
- * loop only.
+ * The window of a connection with pooled credits (docs/srq-design.md section 2, docs/protocol.md "Pooled credits"): its
+ * target in the {@link CreditWindow} and its reservation in the loop's shared receive pool, moved together. It starts
+ * at {@link CreditWindow#POOLED_INITIAL}; when the peer may be starving (it holds at most one credit) and data credits
+ * are owed, the target doubles, up to the limit, if the pool has room; a connection whose peer did not starve for a
+ * whole tick of the loop ({@link RdmaIoHandler#TICK_MILLIS}) halves it, down to {@link CreditWindow#FLOOR}. The
+ * reservation always covers what the peer may still consume plus the messages held unread, so honest peers never find
+ * the shared queue empty. Event loop only.
  */
 final class PooledWindow {
     private final CreditWindow credits;

@@ -226,8 +226,8 @@ final class RdmaConnection {
         // credits may have come with data before
         String violation = credits.peerReady(p.initialCredits(pooled), p.creditLimit(pooled));
         if (violation == null && pooled && ch.parent() == null) {
-            // the connecting side spoke first with its whole window; its handshake started the peer at the floor
-            violation = credits.startPooled(CreditWindow.FLOOR);
+            // the connecting side spoke first with its whole window; its handshake started the peer at POOLED_INITIAL
+            violation = credits.startPooled(CreditWindow.POOLED_INITIAL);
         }
         if (violation != null) {
             throw protocolViolation(violation);

@@ -8,8 +8,8 @@ import org.nettyrdma.verbs.WorkRequestList;
 
 /**
  * A loop's shared receive queue and its buffers (docs/srq-design.md, sections 1 and 2): receives of one buffer size,
- * posted for the connections that reserved them. Event loop only. Not used by the transport yet (step 7 of the
- * design: a connection's receives still come from its own {@link ReceiveQueue}).
+ * posted for the connections that reserved them (with {@link RdmaIoHandlerConfig#setSharedReceiveQueue}). Event loop
+ * only.
  *
  * <p>Accounting: connections reserve receives ({@link #tryReserve}, at least {@link CreditWindow#FLOOR} each, their
  * {@link CreditWindow#reservation} as it moves) and the pool keeps {@link #target()} = reserved + margin posted

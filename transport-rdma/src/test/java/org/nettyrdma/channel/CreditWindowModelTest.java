@@ -101,8 +101,8 @@ class CreditWindowModelTest {
 
     private static void check(boolean fins) {
         List<int[]> windows = new ArrayList<>(); // {client's initial, limit, changes, server's initial, ...}: v1
-        for (int client = 4; client <= 6; client++) {
-            for (int server = 4; server <= 6; server++) {
+        for (int client = CreditWindow.FLOOR; client <= 6; client++) {
+            for (int server = CreditWindow.FLOOR; server <= 6; server++) {
                 windows.add(new int[] {client, client, 0, server, server, 0});
             }
         }
@@ -465,18 +465,21 @@ class CreditWindowModelTest {
                     maybeReturnCredits(n, i);
                     out.add(n);
                 }
-                if (me.returns > 0 && me.open && !me.finReceived && me.w.sendCredits() > CreditWindow.FLOOR) {
-                    // RdmaConnection.tick: the sender gives back what it holds beyond the floor
-                    State n = s.copy();
-                    Side m = n.side[i];
-                    m.returns--;
-                    assertTrue(m.w.returnSurplus(CreditWindow.FLOOR - 1));
-                    if (n.log != null) {
-                        n.log.append(SIDE[i]).append(" returns its surplus");
+                // RdmaConnection.tick: the sender gives back what it holds beyond FLOOR - 1 (and the CREDIT's credit);
+                // a side of before the floor came down to 3 kept POOLED_INITIAL - 1
+                for (int keep = CreditWindow.FLOOR - 1; keep <= CreditWindow.POOLED_INITIAL - 1; keep++) {
+                    if (me.returns > 0 && me.open && !me.finReceived && me.w.sendCredits() > keep + 1) {
+                        State n = s.copy();
+                        Side m = n.side[i];
+                        m.returns--;
+                        assertTrue(m.w.returnSurplus(keep));
+                        if (n.log != null) {
+                            n.log.append(SIDE[i]).append(" returns its surplus beyond ").append(keep);
+                        }
+                        send(n, i, RETURN);
+                        returnsSent++;
+                        out.add(n);
                     }
-                    send(n, i, RETURN);
-                    returnsSent++;
-                    out.add(n);
                 }
                 if (i == 1 && !me.open) {
                     // RDMA CM's ESTABLISHED on InfiniBand and RoCE: openSendSide, then onBatchComplete

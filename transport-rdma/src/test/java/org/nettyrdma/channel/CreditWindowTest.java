@@ -218,7 +218,7 @@ class CreditWindowTest {
 
     /**
      * The connecting side created its window with its whole receive count; pooled credits negotiated, its handshake
-     * started the peer at the floor, and the window restates that: nothing granted beyond it, early messages checked.
+     * started the peer at {@link CreditWindow#POOLED_INITIAL}, and the window restates that: nothing granted beyond it, early messages checked.
      */
     @Test
     void aConnectingSideRestatesItsWindowAtThePooledStart() {
@@ -226,21 +226,21 @@ class CreditWindowTest {
         receive(w, 2); // data that beat the handshake
         w.oweControl();
         assertNull(w.peerReady(4, 16));
-        assertNull(w.startPooled(CreditWindow.FLOOR));
-        assertEquals(CreditWindow.FLOOR, w.target());
+        assertNull(w.startPooled(CreditWindow.POOLED_INITIAL));
+        assertEquals(CreditWindow.POOLED_INITIAL, w.target());
         assertEquals(2, w.peerOutstanding(), "4 granted, 2 arrived");
         assertEquals(1, w.owedControl(), "within the target: still owed");
         assertEquals(16, w.limit(), "it may grow to the limit it announced");
 
         CreditWindow early = new CreditWindow(16, 16);
         receive(early, 5);
-        assertTrue(early.startPooled(CreditWindow.FLOOR).contains("sent 5 messages before the handshake, more than "
+        assertTrue(early.startPooled(CreditWindow.POOLED_INITIAL).contains("sent 5 messages before the handshake, more than "
                 + "the 4 credits"));
         CreditWindow granted = new CreditWindow(16, 16);
         receive(granted, 1);
         granted.oweControl();
         assertEquals(1, granted.takeOwed());
-        assertThrows(IllegalStateException.class, () -> granted.startPooled(CreditWindow.FLOOR),
+        assertThrows(IllegalStateException.class, () -> granted.startPooled(CreditWindow.POOLED_INITIAL),
                 "credits granted beyond the start: the send side was open before the handshake");
     }
 
@@ -253,9 +253,9 @@ class CreditWindowTest {
         CreditWindow sender = new CreditWindow(4, 16);
         assertNull(sender.peerReady(12, 16));
         assertTrue(sender.returnSurplus(CreditWindow.FLOOR - 1));
-        assertEquals(CreditWindow.FLOOR, sender.sendCredits(), "3 kept and the CREDIT message's credit");
+        assertEquals(3, sender.sendCredits(), "FLOOR - 1 = 2 kept and the CREDIT message's credit");
         assertFalse(sender.returnSurplus(CreditWindow.FLOOR - 1), "nothing more to return");
-        assertEquals(8, sender.takeReturning());
+        assertEquals(9, sender.takeReturning());
         assertEquals(0, sender.takeReturning(), "taken once");
         sender.spend();
         assertEquals(1, sender.spent());
@@ -265,13 +265,13 @@ class CreditWindowTest {
         receiver.setTarget(CreditWindow.FLOOR); // the window shrank: the peer still holds 12
         assertEquals(12, receiver.reservation(0));
         assertNull(receiver.onReceived(0)); // the CREDIT message itself
-        assertNull(receiver.onReturned(8));
-        assertEquals(3, receiver.peerOutstanding(), "12 granted, 1 message and 8 returned");
+        assertNull(receiver.onReturned(9));
+        assertEquals(2, receiver.peerOutstanding(), "12 granted, 1 message and 9 returned");
         assertEquals(0, receiver.owedData() + receiver.owedControl(), "returned credits are not owed back");
         receiver.oweControl(); // the CREDIT message's receive, posted again: the floor in all
-        assertEquals(CreditWindow.FLOOR, receiver.reservation(0));
+        assertEquals(3, receiver.reservation(0));
         assertNull(receiver.onReceived(0));
-        assertEquals("returned 3 credits, more than it held (2)", receiver.onReturned(3));
+        assertEquals("returned 3 credits, more than it held (1)", receiver.onReturned(3));
     }
 
     private static void receive(CreditWindow w, int messages) {

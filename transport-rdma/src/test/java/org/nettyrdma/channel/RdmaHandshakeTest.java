@@ -175,7 +175,7 @@ class RdmaHandshakeTest {
         String reason = connectRaw(shortOne);
         assertTrue(reason.contains("invalid pooled credits: initial 0, limit 0"), reason);
         assertRejected(shortOne, "pooled-credits flag is set but the handshake has 16 bytes, not the 24");
-        assertRejected(RdmaProtocol.handshake(16384, 16, 0, 3, 16), "initial 3, limit 16");
+        assertRejected(RdmaProtocol.handshake(16384, 16, 0, 2, 16), "initial 2, limit 16");
         assertRejected(RdmaProtocol.handshake(16384, 16, 0, 0, 0), "initial 0, limit 0");
         assertRejected(RdmaProtocol.handshake(16384, 16, 0, 17, 16), "initial 17, limit 16");
         assertRejected(RdmaProtocol.handshake(16384, 16, 0, 4, 65536), "initial 4, limit 65536");
@@ -184,10 +184,12 @@ class RdmaHandshakeTest {
         assertRejected(RdmaProtocol.handshake(16384, 16, 0, 4, Integer.MIN_VALUE), "initial 4, limit 2147483648");
         assertRejected(RdmaProtocol.handshake(16384, 16, 0, Integer.MIN_VALUE, 16), "initial 2147483648, limit 16");
         reason = connectRaw(RdmaProtocol.handshake(16384, 16, 0, 4, -1));
-        assertTrue(reason.contains("invalid pooled credits: initial 4, limit 4294967295 (need 4 <= initial <= limit "
+        assertTrue(reason.contains("invalid pooled credits: initial 4, limit 4294967295 (need 3 <= initial <= limit "
                 + "<= 65535)"), reason);
         assertEquals("ESTABLISHED", connectRaw(RdmaProtocol.handshake(16384, 16, 0, 4, 65535), null),
                 "the largest limit is valid");
+        assertEquals("ESTABLISHED", connectRaw(RdmaProtocol.handshake(16384, 16, 0, CreditWindow.FLOOR, 16), null),
+                "a peer may start this side at the floor (this side starts its peers at POOLED_INITIAL)");
     }
 
     /**

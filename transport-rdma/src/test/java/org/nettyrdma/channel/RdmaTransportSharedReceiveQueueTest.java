@@ -189,9 +189,10 @@ class RdmaTransportSharedReceiveQueueTest {
     }
 
     /**
-     * Pooled credits (docs/srq-design.md section 2): a connection starts at the floor of 4 receives in the pool, both
-     * ends; a stream grows its windows (up to the limit, 16) as its peer starves for credits; once idle, the windows halve
-     * every tick back to the floor, and the pools' reservations and the registered bytes counted with them come down.
+     * Pooled credits (docs/srq-design.md section 2): a connection starts at 4 receives in the pool, both ends, and its
+     * first unstarved tick takes it to the floor of 3; a stream grows its windows (up to the limit, 16) as its peer
+     * starves for credits; once idle, the windows halve every tick back to the floor, and the pools' reservations and the
+     * registered bytes counted with them come down.
      */
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -227,7 +228,7 @@ class RdmaTransportSharedReceiveQueueTest {
                     + reserved(streamed));
             assertEquals(2 * CreditWindow.FLOOR, reserved(idle, pool(idle)), "the client pool holds two floors");
             assertEquals(2 * CreditWindow.FLOOR, reserved(server, pool(streamed)), "the server pool holds two floors");
-            // the counters follow the reservation: the idle connection counts 4 receive buffers, not 16
+            // the counters follow the reservation: the idle connection counts 3 receive buffers, not 16
             assertEquals(idleBytes, (long) RdmaTestSupport.onLoop(streaming, () -> streaming.counters()
                     .registeredBytes), "a connection back at the floor counts the registered bytes of an idle one");
             // and after the shrink the connection still carries every byte

@@ -55,7 +55,7 @@ class ReceivePoolTest {
         int before = alloc.buffersInUse();
         ReceivePool p = pool(64, 5);
         assertEquals(64, p.capacity());
-        assertTrue(p.tryReserve(CreditWindow.FLOOR));
+        assertTrue(p.tryReserve(CreditWindow.POOLED_INITIAL));
         assertEquals(4 + 16, p.target(), "reserved plus the margin of at least 16");
         assertEquals(20, p.refill());
         assertEquals(20, p.posted());
