@@ -87,7 +87,7 @@ public final class ScaleBenchmark {
                 .childHandler(EchoHandler.INSTANCE).bind(new InetSocketAddress(host, 0)).sync().channel();
         System.out.printf(Locale.ROOT, "%d connections to one server, %d bytes echoed each; server loops %s, client "
                 + "loops %s; shared receive queue %s%n", connections, bytes, loops(serverGroup), loops(clientGroup),
-                config.isSharedReceiveQueue());
+                config.getSharedReceiveQueue() == null ? "by device (auto)" : config.getSharedReceiveQueue());
         long start = System.nanoTime();
         List<Channel> clients = new ArrayList<>(connections);
         List<EchoCheck> checks = new ArrayList<>(connections);

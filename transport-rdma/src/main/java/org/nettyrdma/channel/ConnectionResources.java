@@ -114,7 +114,7 @@ final class ConnectionResources {
         queues = handler.deviceQueues(id.device(), (RdmaIoHandle) ch.unsafe(), reservedCqEntries);
         QueuePair createdQp = null;
         // receives from the loop's shared pool where asked and it has room for this connection's, else its own
-        ReceivePool sharedPool = handler.config().isSharedReceiveQueue()
+        ReceivePool sharedPool = handler.config().usesSharedReceiveQueue(limits.transport())
                 ? handler.receivePool(queues, recvSize, receiveMemory()) : null;
         // pooled credits, not with the WRITE ring: a ring message waiting unread holds no pool buffer, and the window's
         // reservation would not count it (it keeps its whole window in the pool then)

@@ -2,6 +2,7 @@ package org.nettyrdma.channel;
 
 import io.netty.util.internal.ObjectUtil;
 import io.netty.util.internal.SystemPropertyUtil;
+import org.nettyrdma.verbs.DeviceAttributes;
 
 /**
  * Settings of an {@link RdmaIoHandler}: which verbs provider it uses, how long it busy-polls before it blocks, and
@@ -24,7 +25,8 @@ public final class RdmaIoHandlerConfig {
     private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
     private long maxLentReceiveBytes = SystemPropertyUtil.getLong("org.nettyrdma.maxLentReceiveBytes", 64L << 20);
     private long sendStagingBytes = SystemPropertyUtil.getLong("org.nettyrdma.sendStagingBytes", 64L << 20);
-    private boolean sharedReceiveQueue = SystemPropertyUtil.getBoolean("org.nettyrdma.sharedReceiveQueue", false);
+    /** {@code null}: by device ({@link #usesSharedReceiveQueue}). */
+    private Boolean sharedReceiveQueue = sharedReceiveQueueProperty();
 
     /** The verbs provider: {@link #PROVIDER_NATIVE} (default), {@link #PROVIDER_EMULATED} or {@link #PROVIDER_AUTO}. */
     public RdmaIoHandlerConfig setProvider(String provider) {
@@ -144,18 +146,39 @@ public final class RdmaIoHandlerConfig {
 
     /**
      * Whether connections take their receives from a shared receive queue of the loop (per device and receive buffer
-     * size) where the device has them, instead of each posting its own (docs/srq-design.md). Each connection still
-     * reserves its {@code RECEIVE_BUFFER_COUNT} receives in the queue, and the queue keeps a margin posted beyond them; a
-     * connection for which the queue has no room gets receives of its own. Off by default: the memory it saves comes
-     * with the pooled credits that are not built yet.
+     * size) where the device has them, instead of each posting its own (docs/srq-design.md): {@code true} on every
+     * device, {@code false} on none, {@code null} (the default; {@code -Dorg.nettyrdma.sharedReceiveQueue=auto}) on every
+     * device but iWARP ones. A connection with a pooled window reserves its receives in the queue as its traffic needs
+     * them (pooled credits: 3 receives while idle instead of {@code RECEIVE_BUFFER_COUNT}); a connection for which the
+     * queue has no room gets receives of its own. Not by default on iWARP: it has no RNR retry, so a hostile peer that
+     * sends beyond its credits into the shared queue can make an honest connection's SEND find it empty, which ends that
+     * connection (docs/deployment.md).
      */
-    public RdmaIoHandlerConfig setSharedReceiveQueue(boolean sharedReceiveQueue) {
+    public RdmaIoHandlerConfig setSharedReceiveQueue(Boolean sharedReceiveQueue) {
         this.sharedReceiveQueue = sharedReceiveQueue;
         return this;
     }
 
-    public boolean isSharedReceiveQueue() {
+    /** {@code true}, {@code false}, or {@code null}: by device (every device but iWARP ones). */
+    public Boolean getSharedReceiveQueue() {
         return sharedReceiveQueue;
+    }
+
+    /** Whether connections on a device of {@code transport} take their receives from a shared receive queue. */
+    boolean usesSharedReceiveQueue(DeviceAttributes.Transport transport) {
+        return sharedReceiveQueue != null ? sharedReceiveQueue : transport != DeviceAttributes.Transport.IWARP;
+    }
+
+    private static Boolean sharedReceiveQueueProperty() {
+        String v = SystemPropertyUtil.get("org.nettyrdma.sharedReceiveQueue", "auto").trim();
+        if ("auto".equalsIgnoreCase(v)) {
+            return null;
+        }
+        if ("true".equalsIgnoreCase(v) || "false".equalsIgnoreCase(v)) {
+            return Boolean.valueOf(v);
+        }
+        throw new IllegalArgumentException("-Dorg.nettyrdma.sharedReceiveQueue=" + v + ": expected auto (every device "
+                + "but iWARP ones), true or false");
     }
 
     RdmaIoHandlerConfig copy() {
