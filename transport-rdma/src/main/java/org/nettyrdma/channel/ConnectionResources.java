@@ -238,6 +238,9 @@ final class ConnectionResources {
     ConnectionParameters parameters(CmId id) {
         int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
         int flags = offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0;
+        if (offersPooledCredits && ch.parent() != null) {
+            flags |= RdmaProtocol.FLAG_KEEPS_PEER_GOING; // the accepted side (CreditWindow.keepPeerGoing)
+        }
         // pooled: a pooled peer starts at POOLED_INITIAL and may be granted up to the receive count; a v1 peer reads
         // the receive count, which this side then grants it whole
         byte[] handshake = offersPooledCredits

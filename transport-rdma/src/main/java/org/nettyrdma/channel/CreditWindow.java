@@ -18,15 +18,21 @@ package org.nettyrdma.channel;
  */
 final class CreditWindow {
     /**
-     * The smallest target: a DATA needs two credits, and a side stuck at one credit with nothing in flight leaves
-     * {@code FLOOR - 1} receives with its peer as unread messages or owed credits, which rule 2 returns (data credits,
-     * or at least two control credits). CreditWindowModelTest checks it; at 2 two windows deadlock.
+     * The smallest target of a window when neither side keeps a starving peer going ({@link #keepPeerGoing}): a DATA
+     * needs two credits, and a side stuck at one credit with nothing in flight leaves {@code FLOOR - 1} receives with
+     * its peer as unread messages or owed credits, which rule 2 returns (data credits, or at least two control
+     * credits). CreditWindowModelTest checks it.
      */
     static final int FLOOR = 3;
     /**
+     * The smallest target when one side of the connection keeps a starving peer going (pooled credits, the accepted
+     * side announcing it: {@link #keepPeerGoing}); at 2 without it two windows deadlock (CreditWindowModelTest).
+     */
+    static final int KEPT_FLOOR = 2;
+    /**
      * The credits a pooled window starts with (what a handshake's extension says), and the least receive count. Sides
-     * that came before the floor came down to 3 refuse a handshake that starts them lower, so a window starts here and
-     * comes down at its first unstarved tick.
+     * that came before the floor came down refuse a handshake that starts them lower than 4, so a window starts here
+     * and comes down at its first unstarved tick.
      */
     static final int POOLED_INITIAL = 4;
 
@@ -50,6 +56,10 @@ final class CreditWindow {
     private long spent;
     /** Credits taken out of {@link #sendCredits} to be given back by the next CREDIT message (pooled credits). */
     private int returning;
+    /** The smallest target: {@link #FLOOR}, or {@link #KEPT_FLOOR} when a side keeps a starving peer going. */
+    private int floor = FLOOR;
+    /** Whether this side keeps a starving peer going: returns a lone control credit, pokes ({@link #shouldPoke}). */
+    private boolean keepsPeerGoing;
 
     /** @param receiveCount this side's receive buffers: the credits the peer starts with, and all it may ever hold */
     CreditWindow(int receiveCount) {
@@ -83,6 +93,8 @@ final class CreditWindow {
         forgiven = other.forgiven;
         spent = other.spent;
         returning = other.returning;
+        floor = other.floor;
+        keepsPeerGoing = other.keepsPeerGoing;
     }
 
     /**
@@ -120,6 +132,42 @@ final class CreditWindow {
         forgiveExcess();
         return receivedFromPeer > grantedToPeer ? "sent " + receivedFromPeer + " messages before the handshake, more "
                 + "than the " + grantedToPeer + " credits it starts with" : null;
+    }
+
+    /**
+     * Pooled credits with a side that keeps a starving peer going (docs/protocol.md, "Credits"): the accepted side,
+     * which announced it in its handshake. The target may come down to {@link #KEPT_FLOOR}. If {@code thisSide}, this
+     * side returns a single control credit to a peer that may be out of credits (the connecting side never does: both
+     * doing so would bounce it for ever), and spends its last credit on a CREDIT message when a DATA or FIN waits
+     * ({@link #shouldPoke}): the peer then owes two control credits, which rule 2 returns.
+     */
+    void keepPeerGoing(boolean thisSide) {
+        floor = KEPT_FLOOR;
+        keepsPeerGoing = thisSide;
+    }
+
+    /**
+     * What an idle sender keeps when it gives its surplus back ({@link #returnSurplus}): {@code floor - 1}, so that
+     * with the CREDIT message's own credit owed back its peer's window is at the floor again. At a floor of 2 the
+     * sender then holds one credit: a connecting side gets the CREDIT message's credit straight back (a lone control
+     * credit to a starving peer), an accepted side pokes before its next DATA.
+     */
+    int creditsToKeep() {
+        return floor - 1;
+    }
+
+    /** The smallest target of this window. */
+    int floor() {
+        return floor;
+    }
+
+    /**
+     * Whether this side, keeping its peer going, should spend its last credit on a CREDIT message: {@code waiting} a
+     * DATA or FIN that needs two. Without it a peer at a window of 2 that owes one control credit would never return
+     * it.
+     */
+    boolean shouldPoke(boolean waiting) {
+        return keepsPeerGoing && waiting && sendCredits == 1;
     }
 
     /**
@@ -217,8 +265,8 @@ final class CreditWindow {
      * cover meanwhile.
      */
     void setTarget(int t) {
-        if (t < FLOOR || t > limit) {
-            throw new IllegalArgumentException("target " + t + " outside " + FLOOR + ".." + limit);
+        if (t < floor || t > limit) {
+            throw new IllegalArgumentException("target " + t + " outside " + floor + ".." + limit);
         }
         if (t > target) {
             owedData += t - target;
@@ -280,7 +328,7 @@ final class CreditWindow {
             return true;
         }
         boolean peerStarving = grantedToPeer - receivedFromPeer <= 1;
-        return peerStarving && (owedData > 0 || owedCtrl >= 2);
+        return peerStarving && (owedData > 0 || owedCtrl >= (keepsPeerGoing ? 1 : 2));
     }
 
     /** Credits this side may spend. */

@@ -7,9 +7,9 @@ import org.nettyrdma.verbs.VerbsException;
  * target in the {@link CreditWindow} and its reservation in the loop's shared receive pool, moved together. It starts
  * at {@link CreditWindow#POOLED_INITIAL}; when the peer may be starving (it holds at most one credit) and data credits
  * are owed, the target doubles, up to the limit, if the pool has room; a connection whose peer did not starve for a
- * whole tick of the loop ({@link RdmaIoHandler#TICK_MILLIS}) halves it, down to {@link CreditWindow#FLOOR}. The
- * reservation always covers what the peer may still consume plus the messages held unread, so honest peers never find
- * the shared queue empty. Event loop only.
+ * whole tick of the loop ({@link RdmaIoHandler#TICK_MILLIS}) halves it, down to its floor ({@link CreditWindow#floor}).
+ * The reservation always covers what the peer may still consume plus the messages held unread, so honest peers never
+ * find the shared queue empty. Event loop only.
  */
 final class PooledWindow {
     private final CreditWindow credits;
@@ -49,8 +49,8 @@ final class PooledWindow {
     void tick() throws VerbsException {
         idleSender = credits.spent() == spentAtTick;
         spentAtTick = credits.spent();
-        if (!starved && credits.target() > CreditWindow.FLOOR) {
-            credits.setTarget(Math.max(CreditWindow.FLOOR, credits.target() / 2));
+        if (!starved && credits.target() > credits.floor()) {
+            credits.setTarget(Math.max(credits.floor(), credits.target() / 2));
         }
         starved = false;
         release();

@@ -229,6 +229,10 @@ final class RdmaConnection {
             // the connecting side spoke first with its whole window; its handshake started the peer at POOLED_INITIAL
             violation = credits.startPooled(CreditWindow.POOLED_INITIAL);
         }
+        if (pooled && (ch.parent() != null || p.keepsPeerGoing())) {
+            // the accepted side keeps its peer going (and said so in its answer): windows may come down to 2
+            credits.keepPeerGoing(ch.parent() != null);
+        }
         if (violation != null) {
             throw protocolViolation(violation);
         }
@@ -712,6 +716,7 @@ final class RdmaConnection {
      */
     void maybeReturnCredits() {
         if (!mayPostCredits()) {
+            maybePoke();
             return;
         }
         if (window != null && !is(CLOSING | CLOSE_REQUESTED) && sends.hasRoom() && credits.canSendControl()) {
@@ -724,6 +729,20 @@ final class RdmaConnection {
             }
         }
         if ((credits.shouldReturnCredits() || ringSpaceToAnnounce()) && sends.hasRoom()) {
+            postControl(RdmaProtocol.TYPE_CREDIT);
+        } else {
+            maybePoke();
+        }
+    }
+
+    /**
+     * The accepted side with pooled credits, blocked at its last credit with a DATA or FIN waiting, spends it on a
+     * CREDIT message ({@link CreditWindow#shouldPoke}): its peer then owes two control credits and returns them. Also
+     * after the peer's FIN (the peer still returns credits then).
+     */
+    private void maybePoke() {
+        if (is(SEND_OPEN) && !is(DESTROYED | PEER_GONE | FAILED | CREDITS_BROKEN) && credits.shouldPoke(
+                is(SEND_BLOCKED | FIN_PENDING)) && sends.hasRoom()) {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
     }
@@ -750,7 +769,7 @@ final class RdmaConnection {
         }
         // (a sender waiting for staging or closing is not idle)
         if (window.idleSender() && mayPostCredits() && !is(SEND_BLOCKED | FIN_SENT | CLOSING) && sends.hasRoom()
-                && credits.returnSurplus(CreditWindow.FLOOR - 1)) {
+                && credits.returnSurplus(credits.creditsToKeep())) {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
     }
@@ -787,6 +806,7 @@ final class RdmaConnection {
             boolean blocked = sends.waitsForRoom();
             if (blocked) {
                 set(SEND_BLOCKED);
+                maybePoke();
             } else {
                 clear(SEND_BLOCKED);
             }
@@ -840,6 +860,7 @@ final class RdmaConnection {
             postControl(RdmaProtocol.TYPE_FIN);
         } else {
             set(FIN_PENDING);
+            maybePoke();
         }
     }
 

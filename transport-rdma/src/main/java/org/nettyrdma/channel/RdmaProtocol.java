@@ -38,6 +38,13 @@ final class RdmaProtocol {
      * then address u64 and rkey u32. A peer that does not set it is probed by zero-length READs.
      */
     static final int FLAG_PROBE_TARGET = 1 << 3;
+    /**
+     * Handshake flag bit 4, in the accepted side's answer with pooled credits: it keeps a starving peer going (it
+     * returns a single control credit to a peer that may be out of credits, and spends its last credit on a CREDIT
+     * message when a DATA or FIN waits: {@link CreditWindow#keepPeerGoing}), so the connecting side's window may come
+     * down to {@link CreditWindow#KEPT_FLOOR}. Read only by the connecting side, only with pooled credits.
+     */
+    static final int FLAG_KEEPS_PEER_GOING = 1 << 4;
     /** Where a handshake with {@link #FLAG_PROBE_TARGET} has the target's address (u64), then its rkey (u32). */
     static final int PROBE_TARGET_OFFSET = POOLED_HANDSHAKE_LENGTH;
     static final int PROBE_HANDSHAKE_LENGTH = PROBE_TARGET_OFFSET + 12;
@@ -222,6 +229,11 @@ final class RdmaProtocol {
         /** Whether the peer offers pooled credits (its extension was checked by {@link #parse}). */
         boolean offersPooledCredits() {
             return (flags & FLAG_POOLED_CREDITS) != 0;
+        }
+
+        /** Whether the peer (the accepted side) keeps this side going: {@link #FLAG_KEEPS_PEER_GOING}. */
+        boolean keepsPeerGoing() {
+            return (flags & FLAG_KEEPS_PEER_GOING) != 0;
         }
 
         /** Whether pooled credits are used: this side offers them ({@code offered}) and the peer too. */

@@ -67,6 +67,12 @@ class CreditWindowModelTest {
     private static final int RETURN = 0;
     private static final String[] SIDE = {"client", "server"};
     private static final String[] TYPE = {"CREDIT(returning)", "DATA", "CREDIT", "FIN"};
+    /** Pooled credits as before 2026-12-03's keeper: no side keeps a starving peer going, floors 3. */
+    static final int NO_KEEPER = 0;
+    /** The accepted side keeps its peer going (its floor 2); the connecting side does not know it (its floor 3). */
+    static final int SERVER_KEEPS = 1;
+    /** The accepted side keeps its peer going and said so: both floors 2. */
+    static final int SERVER_KEEPS_CLIENT_KNOWS = 2;
 
     /** Writes and reads only: the pattern of docs/protocol.md's trace. */
     @Test
@@ -99,6 +105,31 @@ class CreditWindowModelTest {
         check(true, new int[][] {{6, 6, 1, 6, 6, 0}, {4, 6, 2, 4, 4, 0}});
     }
 
+    /**
+     * Windows down to {@value CreditWindow#KEPT_FLOOR}: the accepted side keeps a starving peer going
+     * ({@link CreditWindow#keepPeerGoing}). Both pooled, 4/5 with one target change each, the client knowing (floors
+     * 2) or a client of before (its floor 3, either surplus rule); windows of 2 from the start; with FINs, those and
+     * 4/4 with one change each.
+     */
+    @Test
+    void windowsOfTwoLiveWhenTheServerKeepsItsPeerGoing() {
+        check(false, new int[][] {{4, 5, 1, 4, 5, 1, SERVER_KEEPS_CLIENT_KNOWS}, {4, 5, 1, 4, 5, 1, SERVER_KEEPS},
+                {2, 2, 0, 2, 2, 0, SERVER_KEEPS_CLIENT_KNOWS}});
+        check(true, new int[][] {{2, 2, 0, 2, 2, 0, SERVER_KEEPS_CLIENT_KNOWS},
+                {4, 4, 1, 4, 4, 1, SERVER_KEEPS_CLIENT_KNOWS}});
+    }
+
+    /**
+     * Why the keeper: without it, windows of 2 deadlock (the checker finds it). (Without the poke, or without the lone
+     * control credit, the cases above deadlock too: checked by mutation when it was built.)
+     */
+    @Test
+    void windowsOfTwoDeadlockWithoutAKeeper() {
+        String problem = new Checker(2, 2, 0, 2, 2, 0, false, true, NO_KEEPER).run();
+        assertNotNull(problem, "windows of 2 without a keeper");
+        assertTrue(problem.startsWith("deadlock"), problem);
+    }
+
     private static void check(boolean fins) {
         List<int[]> windows = new ArrayList<>(); // {client's initial, limit, changes, server's initial, ...}: v1
         for (int client = CreditWindow.FLOOR; client <= 6; client++) {
@@ -117,7 +148,7 @@ class CreditWindowModelTest {
         boolean pooled = false;
         for (int[] w : windows) {
             pooled |= w[2] + w[5] > 0;
-            Checker c = new Checker(w[0], w[1], w[2], w[3], w[4], w[5], fins, true);
+            Checker c = new Checker(w[0], w[1], w[2], w[3], w[4], w[5], fins, true, w.length > 6 ? w[6] : NO_KEEPER);
             String problem = c.run();
             if (problem != null) {
                 fail(problem);
@@ -141,7 +172,7 @@ class CreditWindowModelTest {
     /** The checker itself: a reader that never sends a CREDIT message leaves its writer stuck, and it says so. */
     @Test
     void theCheckerFindsADeadlockWhenNoCreditsAreReturned() {
-        Checker c = new Checker(4, 4, 0, 4, 4, 0, false, false);
+        Checker c = new Checker(4, 4, 0, 4, 4, 0, false, false, NO_KEEPER);
         String problem = c.run();
         assertNotNull(problem, "withholding every CREDIT message must strand a writer");
         assertTrue(problem.startsWith("deadlock"), problem);
@@ -295,6 +326,8 @@ class CreditWindowModelTest {
         private final int serverRetargets;
         private final boolean fins;
         private final boolean returnCredits;
+        /** {@link #NO_KEEPER}, {@link #SERVER_KEEPS} or {@link #SERVER_KEEPS_CLIENT_KNOWS}. */
+        private final int keeper;
         private StateSet seen;
         private String violation;
         long visited;
@@ -309,7 +342,8 @@ class CreditWindowModelTest {
          * @param clientRetargets the target changes the client may make; {@code serverRetargets} the server's
          */
         Checker(int clientInitial, int clientWindow, int clientRetargets, int serverInitial, int serverWindow,
-                int serverRetargets, boolean fins, boolean returnCredits) {
+                int serverRetargets, boolean fins, boolean returnCredits, int keeper) {
+            this.keeper = keeper;
             this.clientInitial = clientInitial;
             this.clientWindow = clientWindow;
             this.serverInitial = serverInitial;
@@ -322,7 +356,9 @@ class CreditWindowModelTest {
 
         private String windows() {
             return "client's window " + clientInitial + "/" + clientWindow + ", server's " + serverInitial + "/"
-                    + serverWindow + " (initial/limit)";
+                    + serverWindow + " (initial/limit)" + (keeper == NO_KEEPER ? "" : keeper == SERVER_KEEPS
+                    ? ", the server keeps the client going (a client of before: its floor " + CreditWindow.FLOOR + ')'
+                    : ", the server keeps the client going, floors " + CreditWindow.KEPT_FLOOR);
         }
 
         /**
@@ -344,6 +380,12 @@ class CreditWindowModelTest {
             int returns = clientRetargets + serverRetargets > 0 ? 1 : 0; // pooled credits negotiated
             init.side[0] = newSide(clientInitial, clientWindow, serverInitial, serverWindow, clientRetargets, returns);
             init.side[1] = newSide(serverInitial, serverWindow, clientInitial, clientWindow, serverRetargets, returns);
+            if (keeper != NO_KEEPER) {
+                init.side[1].w.keepPeerGoing(true);
+            }
+            if (keeper == SERVER_KEEPS_CLIENT_KNOWS) {
+                init.side[0].w.keepPeerGoing(false);
+            }
             init.side[0].open = true;
             if (init.log != null) {
                 init.log.append("client greets");
@@ -427,6 +469,7 @@ class CreditWindowModelTest {
                     }
                     if (n.side[i].open) {
                         flush(n, i);
+                        maybePoke(n, i);
                     }
                     out.add(n);
                     n = s.copy();
@@ -448,9 +491,10 @@ class CreditWindowModelTest {
                         flush(n, i);
                     }
                     sendFin(n, i);
+                    maybePoke(n, i);
                     out.add(n);
                 }
-                for (int t = CreditWindow.FLOOR; me.retargets > 0 && t <= me.w.limit(); t++) {
+                for (int t = me.w.floor(); me.retargets > 0 && t <= me.w.limit(); t++) {
                     if (t == me.w.target()) {
                         continue;
                     }
@@ -465,9 +509,9 @@ class CreditWindowModelTest {
                     maybeReturnCredits(n, i);
                     out.add(n);
                 }
-                // RdmaConnection.tick: the sender gives back what it holds beyond FLOOR - 1 (and the CREDIT's credit);
-                // a side of before the floor came down to 3 kept POOLED_INITIAL - 1
-                for (int keep = CreditWindow.FLOOR - 1; keep <= CreditWindow.POOLED_INITIAL - 1; keep++) {
+                // RdmaConnection.tick: the sender gives back what it holds beyond creditsToKeep() (and the CREDIT's
+                // credit); a side of before the floor came down kept POOLED_INITIAL - 1; any keep from the floor's - 1
+                for (int keep = me.w.floor() - 1; keep <= CreditWindow.POOLED_INITIAL - 1; keep++) {
                     if (me.returns > 0 && me.open && !me.finReceived && me.w.sendCredits() > keep + 1) {
                         State n = s.copy();
                         Side m = n.side[i];
@@ -601,9 +645,23 @@ class CreditWindowModelTest {
             }
         }
 
+        /** RdmaConnection.maybeReturnCredits: rule 2's CREDIT, or a keeper's poke (also after the peer's FIN). */
         private void maybeReturnCredits(State n, int i) {
             Side me = n.side[i];
             if (returnCredits && me.open && !me.finReceived && me.w.shouldReturnCredits()) {
+                send(n, i, CREDIT);
+            } else {
+                maybePoke(n, i);
+            }
+        }
+
+        /** RdmaConnection.maybePoke: a keeper blocked at its last credit spends it on a CREDIT message. */
+        private void maybePoke(State n, int i) {
+            Side me = n.side[i];
+            if (returnCredits && me.open && me.w.shouldPoke(me.wantsToSend())) {
+                if (n.log != null) {
+                    n.log.append(", ").append(SIDE[i]).append(" pokes");
+                }
                 send(n, i, CREDIT);
             }
         }

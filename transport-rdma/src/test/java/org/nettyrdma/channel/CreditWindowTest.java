@@ -201,6 +201,48 @@ class CreditWindowTest {
         assertThrows(IllegalArgumentException.class, () -> w.setTarget(CreditWindow.FLOOR - 1), "below the floor");
     }
 
+    /**
+     * The accepted side keeps its peer going (pooled credits): windows may come down to 2; it returns a single control
+     * credit to a peer that may be starving (the connecting side waits for two) and pokes at its last credit when a
+     * DATA or FIN waits.
+     */
+    @Test
+    void theAcceptedSideKeepsAStarvingPeerGoing() {
+        CreditWindow server = new CreditWindow(4, 16);
+        CreditWindow client = new CreditWindow(4, 16);
+        assertNull(server.peerReady(4, 16));
+        assertNull(client.peerReady(4, 16));
+        assertThrows(IllegalArgumentException.class, () -> server.setTarget(CreditWindow.KEPT_FLOOR), "floor 3 first");
+        server.keepPeerGoing(true);
+        client.keepPeerGoing(false);
+        server.setTarget(CreditWindow.KEPT_FLOOR);
+        client.setTarget(CreditWindow.KEPT_FLOOR);
+        assertEquals(CreditWindow.KEPT_FLOOR, server.floor());
+        for (CreditWindow w : new CreditWindow[] {server, client}) {
+            receive(w, 3); // the peer holds 1 of the 4 it started with: it may be starving
+            w.oweControl();
+        }
+        assertTrue(server.shouldReturnCredits(), "one control credit to a starving peer: the accepted side returns it");
+        assertFalse(client.shouldReturnCredits(), "the connecting side waits for two");
+        receive(client, 1); // the server's poke: its last credit
+        client.oweControl();
+        assertEquals(2, client.owedControl());
+        assertTrue(client.shouldReturnCredits(), "two control credits to a starving peer");
+
+        CreditWindow keeper = new CreditWindow(4, 16);
+        assertNull(keeper.peerReady(2, 16));
+        keeper.keepPeerGoing(true);
+        keeper.spend();
+        assertTrue(keeper.shouldPoke(true), "at its last credit with a DATA waiting");
+        assertFalse(keeper.shouldPoke(false), "nothing waits");
+        keeper.spend();
+        assertFalse(keeper.shouldPoke(true), "no credit left to poke with");
+        CreditWindow other = new CreditWindow(4, 16);
+        assertNull(other.peerReady(1, 16));
+        other.keepPeerGoing(false);
+        assertFalse(other.shouldPoke(true), "the connecting side never pokes");
+    }
+
     /** With the target at the receive count (no pool), nothing an honest peer does makes a credit forgiven. */
     @Test
     void aFixedWindowForgivesNothing() {

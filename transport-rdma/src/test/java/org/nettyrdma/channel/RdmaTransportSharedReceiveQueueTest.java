@@ -1,8 +1,10 @@
 package org.nettyrdma.channel;
 
 import io.netty.bootstrap.Bootstrap;
+import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
@@ -19,6 +21,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -174,7 +178,7 @@ class RdmaTransportSharedReceiveQueueTest {
         int sum = 0;
         for (RdmaSocketChannel c : channels) {
             int r = reservedReceives(c);
-            assertTrue(r >= CreditWindow.FLOOR && r <= COUNT, c + " reserved " + r);
+            assertTrue(r >= CreditWindow.KEPT_FLOOR && r <= COUNT, c + " reserved " + r);
             sum += r;
         }
         return sum;
@@ -190,9 +194,9 @@ class RdmaTransportSharedReceiveQueueTest {
 
     /**
      * Pooled credits (docs/srq-design.md section 2): a connection starts at 4 receives in the pool, both ends, and its
-     * first unstarved tick takes it to the floor of 3; a stream grows its windows (up to the limit, 16) as its peer
-     * starves for credits; once idle, the windows halve every tick back to the floor, and the pools' reservations and the
-     * registered bytes counted with them come down.
+     * first unstarved tick takes it to the floor of 2 (the accepted side keeps its peer going); a stream grows its
+     * windows (up to the limit, 16) as its peer starves for credits; once idle, the windows halve every tick back to
+     * the floor, and the pools' reservations and the registered bytes counted with them come down.
      */
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -207,7 +211,8 @@ class RdmaTransportSharedReceiveQueueTest {
             RdmaSocketChannel idle = (RdmaSocketChannel) client(clientGroup)
                     .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
             RdmaTestSupport.awaitCondition("the idle connection at the floor, both ends", () -> accepted.size() == 1
-                    && reserved(idle) == CreditWindow.FLOOR && reserved(accepted.get(0)) == CreditWindow.FLOOR,
+                    && reserved(idle) == CreditWindow.KEPT_FLOOR
+                    && reserved(accepted.get(0)) == CreditWindow.KEPT_FLOOR,
                     10_000, () -> "accepted " + accepted);
             long idleBytes = RdmaTestSupport.onLoop(idle, () -> idle.counters().registeredBytes);
 
@@ -217,18 +222,19 @@ class RdmaTransportSharedReceiveQueueTest {
             RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
             RdmaSocketChannel streamed = accepted.get(1);
             // grown: as far as the stream needed (the limit on the host; 8 was seen on rxe0, where the reader kept up)
-            assertTrue(peakReservedReceives(streaming) > CreditWindow.FLOOR, "the client's window grew");
-            assertTrue(peakReservedReceives(streamed) > CreditWindow.FLOOR, "the server's window grew");
+            assertTrue(peakReservedReceives(streaming) > CreditWindow.KEPT_FLOOR, "the client's window grew");
+            assertTrue(peakReservedReceives(streamed) > CreditWindow.KEPT_FLOOR, "the server's window grew");
             assertEquals(0, peakReservedReceives(idle), "the idle window never grew");
             assertEquals(0, peakReservedReceives(accepted.get(0)), "the idle window never grew");
 
             RdmaTestSupport.awaitCondition("the streamed windows back at the floor", () ->
-                    reserved(streaming) == CreditWindow.FLOOR && reserved(streamed) == CreditWindow.FLOOR,
+                    reserved(streaming) == CreditWindow.KEPT_FLOOR && reserved(streamed) == CreditWindow.KEPT_FLOOR,
                     10 * RdmaIoHandler.TICK_MILLIS, () -> "client " + reserved(streaming) + ", server "
                     + reserved(streamed));
-            assertEquals(2 * CreditWindow.FLOOR, reserved(idle, pool(idle)), "the client pool holds two floors");
-            assertEquals(2 * CreditWindow.FLOOR, reserved(server, pool(streamed)), "the server pool holds two floors");
-            // the counters follow the reservation: the idle connection counts 3 receive buffers, not 16
+            assertEquals(2 * CreditWindow.KEPT_FLOOR, reserved(idle, pool(idle)), "the client pool holds two floors");
+            assertEquals(2 * CreditWindow.KEPT_FLOOR, reserved(server, pool(streamed)),
+                    "the server pool holds two floors");
+            // the counters follow the reservation: the idle connection counts 2 receive buffers, not 16
             assertEquals(idleBytes, (long) RdmaTestSupport.onLoop(streaming, () -> streaming.counters()
                     .registeredBytes), "a connection back at the floor counts the registered bytes of an idle one");
             // and after the shrink the connection still carries every byte
@@ -239,6 +245,64 @@ class RdmaTransportSharedReceiveQueueTest {
             third.close().sync();
             streaming.close().sync();
             idle.close().sync();
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    /**
+     * The accepted side keeps its peer going (docs/protocol.md, "The floor"): idle from the start, it gives back the
+     * credits beyond 1 and the client's window comes down to 2; then it writes first, at its last credit. Only its poke
+     * gets it going: the client owes a single control credit (for the returning CREDIT), which a connecting side never
+     * returns alone. Every byte arrives, in order.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void anIdleAcceptedSideWritesFirstAtItsLastCredit() throws Exception {
+        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSharedReceiveQueue(true);
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "poke-server", null, config);
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "poke-client", null, config);
+        try {
+            List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+            Channel server = server(serverGroup, accepted, false, new ChannelInboundHandlerAdapter());
+            int total = 40 * 1000;
+            AtomicInteger got = new AtomicInteger();
+            AtomicReference<String> wrong = new AtomicReference<>();
+            ChannelInboundHandlerAdapter checker = new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    ByteBuf b = (ByteBuf) msg;
+                    while (b.isReadable()) {
+                        int i = got.getAndIncrement();
+                        byte v = b.readByte();
+                        if (v != (byte) (i % 251)) {
+                            wrong.compareAndSet(null, "byte " + i + " is " + v);
+                        }
+                    }
+                    b.release();
+                }
+            };
+            RdmaSocketChannel client = (RdmaSocketChannel) client(clientGroup).handler(checker)
+                    .connect(server.localAddress()).sync().channel();
+            // the client's window at 2 means the server gave its surplus back: it started with 4 and sent nothing
+            RdmaTestSupport.awaitCondition("both windows at the floor of 2", () -> accepted.size() == 1
+                    && reserved(client) == CreditWindow.KEPT_FLOOR
+                    && reserved(accepted.get(0)) == CreditWindow.KEPT_FLOOR, 10_000, () -> "accepted " + accepted);
+            RdmaSocketChannel child = accepted.get(0);
+            for (int m = 0; m < 40; m++) {
+                ByteBuf b = child.alloc().buffer(1000);
+                for (int j = 0; j < 1000; j++) {
+                    b.writeByte((m * 1000 + j) % 251);
+                }
+                child.write(b);
+            }
+            child.flush();
+            RdmaTestSupport.awaitCondition("the server's 40 messages at the client", () -> got.get() >= total, 10_000,
+                    () -> "got " + got.get() + " of " + total + " bytes");
+            assertEquals(total, got.get());
+            assertNull(wrong.get());
+            client.close().sync();
             server.close().sync();
         } finally {
             RdmaTestSupport.shutdown(clientGroup, serverGroup);
@@ -325,7 +389,7 @@ class RdmaTransportSharedReceiveQueueTest {
                 Channel server = server(group, accepted, false, errors);
                 try (HostilePeer peer = new HostilePeer()) {
                     assertEquals(CmEventType.ESTABLISHED, peer.connect((InetSocketAddress) server.localAddress(),
-                            RdmaProtocol.handshake(16384, 16, 0, CreditWindow.FLOOR, 16)));
+                            RdmaProtocol.handshake(16384, 16, 0, CreditWindow.POOLED_INITIAL, 16)));
                     peer.sendReturn(5);
                     assertNotNull(peer.awaitTornDown(10_000), "the connection is still up: " + peer);
                 }
