@@ -28,7 +28,10 @@ final class PooledWindow {
 
     /**
      * Before credits are returned: grows the target when the peer may be starving and data credits are owed (a peer
-     * that returns only control credits is not short of data). The new receives are posted before this returns.
+     * that returns only control credits is not short of data), for the second time since the last tick: at a window of
+     * 2 a single message (a request, an echo) leaves its sender one credit, which a stream does over and over but a
+     * message now and then does once. The new receives are posted before this returns: a shared receive queue cannot
+     * give receives back, so a growth for nothing would stay registered until messages consume them.
      *
      * @throws VerbsException if the pool could not post them
      */
@@ -36,7 +39,10 @@ final class PooledWindow {
         if (credits.owedData() == 0 || credits.peerOutstanding() > 1) {
             return;
         }
-        starved = true;
+        if (!starved) {
+            starved = true;
+            return;
+        }
         int target = credits.target();
         int grown = Math.min(credits.limit(), 2 * target);
         // the target's growth is owed to the peer at once: the reservation covers it on top of what is out already
