@@ -149,7 +149,7 @@ public final class RdmaIoHandlerConfig {
      * size) where the device has them, instead of each posting its own (docs/srq-design.md): {@code true} on every
      * device, {@code false} on none, {@code null} (the default; {@code -Dorg.nettyrdma.sharedReceiveQueue=auto}) on every
      * device but iWARP ones. A connection with a pooled window reserves its receives in the queue as its traffic needs
-     * them (pooled credits: 3 receives while idle instead of {@code RECEIVE_BUFFER_COUNT}); a connection for which the
+     * them (pooled credits: 2 receives while idle instead of {@code RECEIVE_BUFFER_COUNT}); a connection for which the
      * queue has no room gets receives of its own. Not by default on iWARP: it has no RNR retry, so a hostile peer that
      * sends beyond its credits into the shared queue can make an honest connection's SEND find it empty, which ends that
      * connection (docs/deployment.md).
