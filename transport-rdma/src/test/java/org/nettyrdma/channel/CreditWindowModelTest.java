@@ -14,7 +14,8 @@ import static org.junit.jupiter.api.Assertions.fail;
 /**
  * A model check of the credit rules (docs/protocol.md, "Credits"): two real {@link CreditWindow}s, driven as
  * {@link RdmaConnection} drives them, explored over every interleaving of what each side may do. It proves, for
- * receive windows of 4 to 6 on each side and up to {@value #MESSAGES} application messages each way, that
+ * receive windows of 3 to 6 on each side (2 with the keeper) and up to {@value #MESSAGES} application messages each
+ * way, that
  * <ul>
  *   <li>no reachable state has a side with a message or its FIN to send while nothing can happen any more (no
  *   message in flight, nothing to read, no write left): a credit deadlock;</li>
