@@ -88,6 +88,8 @@ final class RdmaConnection {
     private boolean heard;
     /** Whether work (a probe or a send) was posted and not completed at the last keep-alive tick. */
     private boolean postedAtLastTick;
+    /** Keep-alive ticks in a row that found no completion since the one before. */
+    private int silentTicks;
     /** Pooled credits, when negotiated: the window's growth and shrink in the loop's shared receive pool. */
     private PooledWindow window;
     /** The next {@link #nudge()}, while one is scheduled. */
@@ -630,11 +632,14 @@ final class RdmaConnection {
      * A tick of the keep-alive. A connection that heard nothing for a whole interval (no completion) posts a probe, an
      * RDMA READ (of zero bytes; on iWARP of one byte of the peer's probe target) that only the peer's device answers,
      * so that nothing reaches its pipeline (a WRITE would not do on iWARP: it completes once the local TCP stack has
-     * taken it, also when the peer is gone). Work that was posted before the last tick and still has no completion
-     * means the peer's device acknowledges nothing: the peer is gone or unreachable, and the channel fails. The bound
-     * is this transport's own, not the device's retry settings: soft-iWARP retransmits over TCP for many minutes, and
-     * SoftRoCE was seen to retry a dead peer for longer than 30 s. A peer that only stopped reading still acknowledges
-     * (its device does), so it is never taken for gone.
+     * taken it, also when the peer is gone). Two whole intervals without a completion while work was posted (the
+     * second silent tick in a row, with work posted at the first still outstanding) mean the peer's device
+     * acknowledges nothing: the peer is gone or unreachable, and the channel fails, within three intervals of its last
+     * completion whether it was sending or idle. One silent interval is not enough: SoftRoCE under 1 % loss and
+     * reordering (vm/two-host's netem step) was seen to go 5 s without completing a SEND of a working connection. The
+     * bound is this transport's own, not the device's retry settings: soft-iWARP retransmits over TCP for many
+     * minutes, and SoftRoCE was seen to retry a dead peer for longer than 30 s. A peer that only stopped reading still
+     * acknowledges (its device does), so it is never taken for gone.
      */
     private void keepAliveTick() {
         // completions that arrived while this loop was busy elsewhere count: a stalled loop is not a silent peer
@@ -643,6 +648,7 @@ final class RdmaConnection {
         postedAtLastTick = false;
         if (heard) {
             heard = false;
+            silentTicks = 0;
         } else if (is(DESTROYED | PEER_GONE | FAILED)) {
             return;
         } else if (!is(SEND_OPEN)) {
@@ -655,14 +661,12 @@ final class RdmaConnection {
             }
             postedAtLastTick = true; // one more tick to finish the set-up
             return;
-        } else if (!sends.isIdle()) {
-            if (outstanding) {
-                unsafe.fail(new IOException("keep-alive: the peer acknowledged nothing for "
-                        + config.getKeepAliveMillis() + " ms though work was posted to it: it is gone or unreachable "
-                        + "(RdmaChannelOption.KEEPALIVE_MILLIS)"));
-                return;
-            }
-        } else if (sends.hasPlace()) {
+        } else if (++silentTicks >= 2 && outstanding && !sends.isIdle()) {
+            unsafe.fail(new IOException("keep-alive: the peer acknowledged nothing for "
+                    + 2L * config.getKeepAliveMillis() + " ms though work was posted to it: it is gone or unreachable "
+                    + "(RdmaChannelOption.KEEPALIVE_MILLIS)"));
+            return;
+        } else if (sends.isIdle() && sends.hasPlace()) {
             try {
                 sends.sendProbe(true);
             } catch (IOException e) {
