@@ -221,9 +221,19 @@ class RdmaTransportSharedReceiveQueueTest {
                     .handler(echo).connect(server.localAddress()).sync().channel();
             RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
             RdmaSocketChannel streamed = accepted.get(1);
-            // grown: as far as the stream needed (the limit on the host; 8 was seen on rxe0, where the reader kept up)
-            assertTrue(peakReservedReceives(streaming) > CreditWindow.KEPT_FLOOR, "the client's window grew");
-            assertTrue(peakReservedReceives(streamed) > CreditWindow.KEPT_FLOOR, "the server's window grew");
+            // grown: as far as the stream needed (the limit on the host; 8 was seen on rxe0, where the reader kept up).
+            // A window grows when its peer starves twice within a tick; on a native device the timing decides which
+            // peer does (a CI run on rxe0 under JDK 25 grew the client's window and not the server's), so there at
+            // least one must grow; on the emulated provider both do.
+            int clientPeak = peakReservedReceives(streaming);
+            int serverPeak = peakReservedReceives(streamed);
+            String peaks = "peak reservations: client " + clientPeak + ", server " + serverPeak;
+            if (RdmaTestSupport.isNative()) {
+                assertTrue(Math.max(clientPeak, serverPeak) > CreditWindow.KEPT_FLOOR, "neither window grew: " + peaks);
+            } else {
+                assertTrue(clientPeak > CreditWindow.KEPT_FLOOR, "the client's window grew: " + peaks);
+                assertTrue(serverPeak > CreditWindow.KEPT_FLOOR, "the server's window grew: " + peaks);
+            }
             assertEquals(0, peakReservedReceives(idle), "the idle window never grew");
             assertEquals(0, peakReservedReceives(accepted.get(0)), "the idle window never grew");
 
