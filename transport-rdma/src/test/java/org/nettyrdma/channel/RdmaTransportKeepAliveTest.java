@@ -14,6 +14,7 @@ import org.junit.jupiter.api.parallel.Execution;
 import org.junit.jupiter.api.parallel.ExecutionMode;
 import org.junit.jupiter.api.parallel.Isolated;
 import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.Device;
 import org.nettyrdma.verbs.DeviceAttributes;
 import org.nettyrdma.verbs.WcStatus;
 import org.nettyrdma.verbs.WrOpcode;
@@ -23,8 +24,10 @@ import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.util.List;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -284,7 +287,7 @@ class RdmaTransportKeepAliveTest {
         startEchoServer(interval);
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "keepalive-late-client");
         try {
-            java.util.concurrent.BlockingQueue<ByteBuf> echoes = new java.util.concurrent.LinkedBlockingQueue<>();
+            BlockingQueue<ByteBuf> echoes = new LinkedBlockingQueue<>();
             Channel client = RdmaTestSupport.clientBootstrap(clientGroup)
                     .option(RdmaChannelOption.KEEPALIVE_MILLIS, 0) // the child's keep-alive is the one under test
                     .handler(new ChannelInboundHandlerAdapter() {
@@ -296,7 +299,7 @@ class RdmaTransportKeepAliveTest {
             RdmaTestSupport.awaitCondition("the server child", () -> !children.isEmpty(), 10_000, () -> "");
             RdmaSocketChannel child = (RdmaSocketChannel) children.get(0);
             RdmaIoHandler handler = handlers.get(0);
-            org.nettyrdma.verbs.Device device = handler.resources().provider().devices().stream()
+            Device device = handler.resources().provider().devices().stream()
                     .filter(d -> d.name().equals("emu0")).findFirst().orElseThrow();
             RdmaIoHandler.DeviceQueues queues = RdmaTestSupport.onLoop(child,
                     () -> handler.deviceQueues(device, null, 0));
