@@ -213,11 +213,6 @@ final class ConnectionResources {
         return true;
     }
 
-    /** Messages of the peer this connection holds unread in the pool's buffers (0 without a pool). */
-    int heldReceives() {
-        return pooled != null ? pooled.holding() : 0;
-    }
-
     /** For tests: the loop's shared receive pool this connection's receives come from, or null (its own). */
     ReceivePool receivePool() {
         return pool;

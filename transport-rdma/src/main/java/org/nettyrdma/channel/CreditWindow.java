@@ -13,8 +13,11 @@ package org.nettyrdma.channel;
  * it means the peer to hold, between {@value #FLOOR} and its announced limit. Credits owed beyond it are
  * <em>forgiven</em> as soon as they are owed: never granted, so that what the peer holds plus what is owed to it stays
  * within {@code T} ({@link #forgiven()} counts them for the pool). Growing the target owes the new receives as data
- * credits. With the target equal to the receive count (per-QP receives, and every window until the pool exists) no
- * credit is ever forgiven and the rules are v1's.
+ * credits, but never more than the limit leaves beside what the connection takes already ({@link #occupied}: what
+ * the peer holds, what is owed to it, and its messages held unread, which a shrink does not count): the peer can never
+ * have more messages in flight and unread than the receive slots its limit announced. With the target equal to the
+ * receive count (per-QP receives, and every window until the pool exists) no credit is ever forgiven and the rules are
+ * v1's.
  */
 final class CreditWindow {
     /**
@@ -50,6 +53,8 @@ final class CreditWindow {
     private int owedCtrl;
     private long grantedToPeer;
     private long receivedFromPeer;
+    /** Messages of the peer's that arrived and are not owed back yet: DATA not read (or dropped) yet. */
+    private int unread;
     /** Owed credits that went beyond the target and were never granted, in all. */
     private long forgiven;
     /** Messages this side sent in all (each spent a credit). */
@@ -90,6 +95,7 @@ final class CreditWindow {
         owedCtrl = other.owedCtrl;
         grantedToPeer = other.grantedToPeer;
         receivedFromPeer = other.receivedFromPeer;
+        unread = other.unread;
         forgiven = other.forgiven;
         spent = other.spent;
         returning = other.returning;
@@ -176,6 +182,7 @@ final class CreditWindow {
      */
     String onReceived(int credits) {
         receivedFromPeer++;
+        unread++;
         if (receivedFromPeer > grantedToPeer) {
             return "sent " + receivedFromPeer + " messages, more than the " + grantedToPeer + " credits it was granted";
         }
@@ -248,31 +255,41 @@ final class CreditWindow {
 
     /** {@code n} receives were posted again for DATA (read by the pipeline, or dropped). */
     void oweData(int n) {
+        unread -= n;
         owedData += n;
         forgiveExcess();
     }
 
     /** A receive was posted again at once after a CREDIT or FIN (or data nobody reads). */
     void oweControl() {
+        unread--;
         owedCtrl++;
         forgiveExcess();
     }
 
     /**
      * Sets the receives the peer is meant to hold ({@value #FLOOR} to the limit). Growing owes the new receives as
-     * data credits (the caller reserved them first); shrinking forgives what is owed beyond the new target, and what
-     * the peer still holds beyond it is forgiven as it comes back. {@link #reservation} says what the receives must
-     * cover meanwhile.
+     * data credits ({@link #growth}; the caller reserved {@link #reservation(int)} at the new target first); shrinking
+     * forgives what is owed beyond the new target, and what the peer still holds beyond it is forgiven as it comes
+     * back.
      */
     void setTarget(int t) {
         if (t < floor || t > limit) {
             throw new IllegalArgumentException("target " + t + " outside " + floor + ".." + limit);
         }
-        if (t > target) {
-            owedData += t - target;
-        }
+        owedData += growth(t);
         target = t;
         forgiveExcess();
+    }
+
+    /**
+     * The receives a growth of the target to {@code t} owes: the new ones, but no more than the limit leaves beside what
+     * the connection takes ({@link #occupied}). Messages held unread after a shrink are not counted by the target, so
+     * without this bound a slow reader's window that shrank and grew again could let the peer send more than the
+     * receive slots the limit announced (CreditWindowModelTest).
+     */
+    private int growth(int t) {
+        return t <= target ? 0 : (int) Math.max(0, Math.min(t - target, limit - occupied()));
     }
 
     /**
@@ -367,13 +384,26 @@ final class CreditWindow {
     }
 
     /**
-     * The receives this connection needs posted in a pool now, {@code unread} messages of the peer held unread: its
-     * target, or more while what the peer holds, what is owed to it and the unread messages (each owed when read)
-     * exceed it, as after the target came down (they are forgiven as the peer's messages arrive). Only a growth of the
-     * target raises that sum, so a reservation kept at least at this covers every message an honest peer can send.
+     * What the connection takes of the receives: what the peer holds, what is owed to it, and its messages held unread
+     * (each owed when read). Only a growth of the target raises it, and never beyond the limit.
      */
-    long reservation(int unread) {
-        return Math.max(target, grantedToPeer - receivedFromPeer + owedData + owedCtrl + unread);
+    long occupied() {
+        return grantedToPeer - receivedFromPeer + owedData + owedCtrl + unread;
+    }
+
+    /**
+     * The receives this connection needs in a pool at a target of {@code t} (before {@link #setTarget} grows it there):
+     * {@code t}, or more while it takes more ({@link #occupied}), as after the target came down (they are forgiven as
+     * the peer's messages arrive and are read). Only a growth of the target raises what it takes, so a reservation kept
+     * at least at this covers every message an honest peer can send.
+     */
+    long reservation(int t) {
+        return Math.max(t, occupied() + growth(t));
+    }
+
+    /** The receives this connection needs in a pool now: {@link #reservation(int)} at its target. */
+    long reservation() {
+        return reservation(target);
     }
 
     /** Messages that arrived from the peer in all (each spent one of its credits). */
@@ -384,7 +414,8 @@ final class CreditWindow {
     @Override
     public String toString() {
         return "credits{send " + sendCredits + ", target " + target + " of " + limit + ", owed data " + owedData
-                + ", owed control " + owedCtrl + ", granted " + grantedToPeer + ", received " + receivedFromPeer
-                + ", forgiven " + forgiven + ", spent " + spent + (returning > 0 ? ", returning " + returning : "") + '}';
+                + ", owed control " + owedCtrl + ", unread " + unread + ", granted " + grantedToPeer + ", received "
+                + receivedFromPeer + ", forgiven " + forgiven + ", spent " + spent
+                + (returning > 0 ? ", returning " + returning : "") + '}';
     }
 }

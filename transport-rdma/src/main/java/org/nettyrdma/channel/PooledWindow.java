@@ -8,8 +8,8 @@ import org.nettyrdma.verbs.VerbsException;
  * at {@link CreditWindow#POOLED_INITIAL}; when the peer may be starving (it holds at most one credit) and data credits
  * are owed, the target doubles, up to the limit, if the pool has room; a connection whose peer did not starve for a
  * whole tick of the loop ({@link RdmaIoHandler#TICK_MILLIS}) halves it, down to its floor ({@link CreditWindow#floor}).
- * The reservation always covers what the peer may still consume plus the messages held unread, so honest peers never
- * find the shared queue empty. Event loop only.
+ * The reservation always covers what the connection takes ({@link CreditWindow#occupied}: what the peer may still
+ * consume, what is owed to it, its messages held unread), so honest peers never find the shared queue empty. Event loop only.
  */
 final class PooledWindow {
     private final CreditWindow credits;
@@ -45,8 +45,8 @@ final class PooledWindow {
         }
         int target = credits.target();
         int grown = Math.min(credits.limit(), 2 * target);
-        // the target's growth is owed to the peer at once: the reservation covers it on top of what is out already
-        if (grown > target && res.reserveReceives((int) Math.max(res.reservedReceives(), needed() + grown - target))) {
+        // the target's growth is owed to the peer at once: the receives for it are reserved first
+        if (grown > target && res.reserveReceives((int) Math.max(res.reservedReceives(), credits.reservation(grown)))) {
             credits.setTarget(grown);
         }
     }
@@ -72,13 +72,9 @@ final class PooledWindow {
 
     /** Gives back the reservation beyond what is needed (after the target came down, as the peer's messages arrive). */
     void release() throws VerbsException {
-        int needed = (int) needed();
+        int needed = (int) credits.reservation();
         if (needed < res.reservedReceives()) {
             res.reserveReceives(needed);
         }
-    }
-
-    private long needed() {
-        return credits.reservation(res.heldReceives());
     }
 }

@@ -686,6 +686,10 @@ class CreditWindowModelTest {
                 violation = SIDE[i] + " granted its peer " + me.w.peerOutstanding() + " receives, beyond its target: "
                         + me.w;
             }
+            if (credits > 0 && me.w.peerOutstanding() + me.pending > me.w.limit() && violation == null) {
+                violation = SIDE[i] + " granted its peer " + me.w.peerOutstanding() + " receives with " + me.pending
+                        + " of its messages unread, beyond its " + me.w.limit() + " receive slots: " + me.w;
+            }
             me.w.spend();
             n.push(i, type, credits);
             if (n.log != null) {

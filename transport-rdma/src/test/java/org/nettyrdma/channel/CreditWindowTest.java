@@ -157,13 +157,13 @@ class CreditWindowTest {
         w.oweControl();
         w.oweControl();
         w.oweData(5); // 3 DATA still unread
-        assertEquals(16, w.reservation(0));
+        assertEquals(16, w.reservation());
         w.setTarget(8);
         assertEquals(8, w.peerOutstanding() + w.owedData() + w.owedControl(), "6 held, 2 owed: the target");
         assertEquals(0, w.owedControl(), "control credits go first");
         assertEquals(2, w.owedData());
         assertEquals(5, w.forgiven());
-        assertEquals(8, w.reservation(0));
+        assertEquals(11, w.reservation(), "and 3 unread in their receives");
         w.oweData(3); // the last 3 read: all beyond the target
         assertEquals(2, w.owedData());
         assertEquals(8, w.forgiven());
@@ -171,16 +171,49 @@ class CreditWindowTest {
         assertEquals(8, w.peerOutstanding());
         // shrinking below what the peer holds: its credits stay valid, the reservation follows them down
         w.setTarget(4);
-        assertEquals(8, w.reservation(0), "the peer holds 8: the receives must stay posted");
+        assertEquals(8, w.reservation(), "the peer holds 8: the receives must stay posted");
         receive(w, 3);
-        assertEquals(5, w.reservation(0));
+        assertEquals(8, w.reservation(), "5 held, 3 unread");
         w.oweData(3);
+        assertEquals(5, w.reservation());
         assertEquals(0, w.takeOwed(), "5 held of a target of 4: nothing more to grant");
         receive(w, 2);
         w.oweData(2);
-        assertEquals(4, w.reservation(0));
+        assertEquals(4, w.reservation());
         assertEquals(1, w.takeOwed(), "3 held: one back to the target");
         assertEquals(4, w.peerOutstanding());
+    }
+
+    /**
+     * A slow reader's window shrank with the peer's messages unread, and grows again: the growth owes no more than the
+     * limit leaves beside them, so the peer never has more messages in flight and unread than the limit's receive slots
+     * (a pool holds at most that many for the connection: one more is a protocol violation). Found by
+     * CreditWindowModelTest; before, the growth owed all 8 new receives and the peer could hold 9 with 15 unread.
+     */
+    @Test
+    void growingWithMessagesUnreadStaysWithinTheLimit() {
+        CreditWindow w = new CreditWindow(16, 16);
+        assertNull(w.peerReady(16));
+        receive(w, 16); // all unread: the pipeline holds them (auto-read off, a reader on another executor)
+        w.setTarget(8);
+        w.oweData(1); // one read
+        assertEquals(1, w.owedData());
+        assertEquals(16, w.reservation(16), "all 16 taken: nothing to reserve beyond them");
+        w.setTarget(16);
+        assertEquals(1, w.owedData(), "15 unread: no receive left beside them");
+        assertEquals(1, w.takeOwed());
+        assertEquals(16, w.peerOutstanding() + 15, "in flight and unread: the limit");
+        assertEquals(16, w.occupied());
+        w.oweData(15); // all read: owed back, the peer may hold all 16
+        assertEquals(15, w.takeOwed());
+        assertEquals(16, w.peerOutstanding());
+        w.setTarget(4);
+        receive(w, 12);
+        w.oweData(2); // beyond the target: forgiven
+        assertEquals(0, w.owedData());
+        assertEquals(16, w.reservation(8), "4 held, 10 unread: the growth to 8 owes 2, not 4");
+        w.setTarget(8);
+        assertEquals(2, w.owedData());
     }
 
     /** Growing the target owes the new receives, as data credits, so that they reach the peer soon. */
@@ -195,7 +228,7 @@ class CreditWindowTest {
         assertTrue(w.shouldReturnCredits(), "a quarter of the new target of 8");
         assertEquals(5, w.takeOwed());
         assertEquals(6, w.peerOutstanding());
-        assertEquals(8, w.reservation(0));
+        assertEquals(8, w.reservation());
         assertEquals(0, w.forgiven());
         assertThrows(IllegalArgumentException.class, () -> w.setTarget(17), "beyond the announced limit");
         assertThrows(IllegalArgumentException.class, () -> w.setTarget(CreditWindow.FLOOR - 1), "below the floor");
@@ -305,13 +338,13 @@ class CreditWindowTest {
         CreditWindow receiver = new CreditWindow(12, 16);
         assertNull(receiver.peerReady(4, 16));
         receiver.setTarget(CreditWindow.FLOOR); // the window shrank: the peer still holds 12
-        assertEquals(12, receiver.reservation(0));
+        assertEquals(12, receiver.reservation());
         assertNull(receiver.onReceived(0)); // the CREDIT message itself
         assertNull(receiver.onReturned(9));
         assertEquals(2, receiver.peerOutstanding(), "12 granted, 1 message and 9 returned");
         assertEquals(0, receiver.owedData() + receiver.owedControl(), "returned credits are not owed back");
         receiver.oweControl(); // the CREDIT message's receive, posted again: the floor in all
-        assertEquals(3, receiver.reservation(0));
+        assertEquals(3, receiver.reservation());
         assertNull(receiver.onReceived(0));
         assertEquals("returned 3 credits, more than it held (1)", receiver.onReturned(3));
     }

@@ -7,7 +7,9 @@ import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
+import io.netty.channel.FixedRecvByteBufAllocator;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -18,6 +20,7 @@ import org.nettyrdma.verbs.CmEventType;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
@@ -312,6 +315,103 @@ class RdmaTransportSharedReceiveQueueTest {
                     () -> "got " + got.get() + " of " + total + " bytes");
             assertEquals(total, got.get());
             assertNull(wrong.get());
+            client.close().sync();
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    /**
+     * A slow reader (auto-read off, one 16 KiB buffer a read) whose window grew while it kept up, shrank while it paused
+     * with the peer's messages unread, and grows again as it resumes, a read every 2 ms: the growth must not grant the
+     * peer more than the receive slots its unread messages leave. Before 2026-12-03 it granted all the new receives,
+     * and the peer's next messages found every slot full: "sent more messages than it had credits for" (seen once in
+     * Netty's echo test with a reader on another executor; CreditWindowModelTest found the pattern). Every byte
+     * arrives, in order, on a connection that stays up.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aSlowReaderWhoseWindowShrankWithMessagesUnreadGetsEveryByte() throws Exception {
+        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSharedReceiveQueue(true);
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "slow-server", null, config);
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "slow-client", null, config);
+        try {
+            int total = 8 << 20;
+            byte[] pattern = new byte[251 + 16384]; // byte i of the stream is i % 251
+            for (int i = 0; i < pattern.length; i++) {
+                pattern[i] = (byte) (i % 251);
+            }
+            AtomicInteger got = new AtomicInteger();
+            AtomicReference<String> wrong = new AtomicReference<>();
+            AtomicReference<Throwable> error = new AtomicReference<>();
+            ChannelInboundHandlerAdapter reader = new ChannelInboundHandlerAdapter() {
+                private boolean paused;
+
+                @Override
+                public void channelActive(ChannelHandlerContext ctx) {
+                    ctx.read();
+                }
+
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    ByteBuf b = (ByteBuf) msg;
+                    int n = b.readableBytes();
+                    byte[] bytes = new byte[n]; // in bulk: the tests' paranoid leak detector records every access
+                    b.readBytes(bytes).release();
+                    int at = got.getAndAdd(n);
+                    if (n > 16384 || !Arrays.equals(bytes, 0, n, pattern, at % 251, at % 251 + n)) {
+                        wrong.compareAndSet(null, n + " bytes at " + at + " are not the stream's");
+                    }
+                }
+
+                @Override
+                public void channelReadComplete(ChannelHandlerContext ctx) {
+                    if (got.get() < total / 4) {
+                        ctx.read(); // keeping up: the window grows
+                    } else if (!paused) {
+                        paused = true; // two ticks unread: the window halves twice, the peer's messages wait
+                        ctx.executor().schedule(() -> ctx.read(), 2 * RdmaIoHandler.TICK_MILLIS + 500,
+                                TimeUnit.MILLISECONDS);
+                    } else {
+                        ctx.executor().schedule(() -> ctx.read(), 2, TimeUnit.MILLISECONDS);
+                    }
+                }
+
+                @Override
+                public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                    error.compareAndSet(null, cause);
+                    ctx.close();
+                }
+            };
+            List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childOption(RdmaChannelOption.WRITE_RING, false)
+                    .childOption(ChannelOption.AUTO_READ, false)
+                    .childOption(ChannelOption.RECVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(16384)
+                            .maxMessagesPerRead(1))
+                    .childHandler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            accepted.add((RdmaSocketChannel) ch);
+                            ch.pipeline().addLast(reader);
+                        }
+                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            RdmaSocketChannel client = (RdmaSocketChannel) client(clientGroup)
+                    .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
+            for (int at = 0; at < total; at += 1024) {
+                client.write(client.alloc().buffer(1024).writeBytes(pattern, at % 251, 1024));
+            }
+            client.flush();
+            RdmaTestSupport.awaitCondition("every byte at the slow reader", () -> got.get() >= total
+                    || error.get() != null, 40_000, () -> "got " + got.get() + " of " + total + " bytes");
+            assertNull(error.get(), () -> "the connection failed: " + RdmaTestSupport.describe(error.get()));
+            assertEquals(total, got.get());
+            assertNull(wrong.get());
+            RdmaSocketChannel child = accepted.get(0);
+            assertTrue(child.isActive() && client.isActive(), "the connection stays up");
+            int peak = peakReservedReceives(child);
+            assertTrue(peak > CreditWindow.POOLED_INITIAL, "the reader's window grew while it kept up: peak " + peak);
             client.close().sync();
             server.close().sync();
         } finally {
