@@ -46,11 +46,6 @@ final class PooledReceives implements ReceiveSlots {
         return slot;
     }
 
-    /** Messages held unread: the slots in use. */
-    int holding() {
-        return held.length - freeCount;
-    }
-
     @Override
     public RdmaByteBuf buffer(int slot) {
         return held[slot];

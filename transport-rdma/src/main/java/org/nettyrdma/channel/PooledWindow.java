@@ -9,7 +9,8 @@ import org.nettyrdma.verbs.VerbsException;
  * are owed, the target doubles, up to the limit, if the pool has room; a connection whose peer did not starve for a
  * whole tick of the loop ({@link RdmaIoHandler#TICK_MILLIS}) halves it, down to its floor ({@link CreditWindow#floor}).
  * The reservation always covers what the connection takes ({@link CreditWindow#occupied}: what the peer may still
- * consume, what is owed to it, its messages held unread), so honest peers never find the shared queue empty. Event loop only.
+ * consume, what is owed to it, its messages held unread), so honest peers never find the shared queue empty. Event
+ * loop only.
  */
 final class PooledWindow {
     private final CreditWindow credits;

@@ -25,7 +25,7 @@ public final class RdmaIoHandlerConfig {
     private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
     private long maxLentReceiveBytes = SystemPropertyUtil.getLong("org.nettyrdma.maxLentReceiveBytes", 64L << 20);
     private long sendStagingBytes = SystemPropertyUtil.getLong("org.nettyrdma.sendStagingBytes", 64L << 20);
-    /** {@code null}: by device ({@link #usesSharedReceiveQueue}); off by default. */
+    /** {@code null}: by device ({@link #usesSharedReceiveQueue}). */
     private Boolean sharedReceiveQueue = sharedReceiveQueueProperty();
 
     /** The verbs provider: {@link #PROVIDER_NATIVE} (default), {@link #PROVIDER_EMULATED} or {@link #PROVIDER_AUTO}. */
@@ -147,20 +147,19 @@ public final class RdmaIoHandlerConfig {
     /**
      * Whether connections take their receives from a shared receive queue of the loop (per device and receive buffer
      * size) where the device has them, instead of each posting its own (docs/srq-design.md): {@code true} on every
-     * device, {@code false} (the default) on none, {@code null} ({@code -Dorg.nettyrdma.sharedReceiveQueue=auto}) on
-     * every device but iWARP ones. Off by default until a connection reset seen on rxe0 under packet loss with it on is
-     * understood (docs/srq-design.md). A connection with a pooled window reserves its receives in the queue as its
-     * traffic needs them (pooled credits: 2 receives while idle instead of {@code RECEIVE_BUFFER_COUNT}); a connection
-     * for which the queue has no room gets receives of its own. Not on iWARP with {@code null}: it has no RNR retry, so
-     * a hostile peer that sends beyond its credits into the shared queue can make an honest connection's SEND find it
-     * empty, which ends that connection (docs/deployment.md).
+     * device, {@code false} on none, {@code null} (the default; {@code -Dorg.nettyrdma.sharedReceiveQueue=auto}) on every
+     * device but iWARP ones. A connection with a pooled window reserves its receives in the queue as its traffic needs
+     * them (pooled credits: 2 receives while idle instead of {@code RECEIVE_BUFFER_COUNT}); a connection for which the
+     * queue has no room gets receives of its own. Not by default on iWARP: it has no RNR retry, so a hostile peer that
+     * sends beyond its credits into the shared queue can make an honest connection's SEND find it empty, which ends that
+     * connection (docs/deployment.md).
      */
     public RdmaIoHandlerConfig setSharedReceiveQueue(Boolean sharedReceiveQueue) {
         this.sharedReceiveQueue = sharedReceiveQueue;
         return this;
     }
 
-    /** {@code true}, {@code false} (the default), or {@code null}: by device (every device but iWARP ones). */
+    /** {@code true}, {@code false}, or {@code null} (the default): by device (every device but iWARP ones). */
     public Boolean getSharedReceiveQueue() {
         return sharedReceiveQueue;
     }
@@ -171,7 +170,7 @@ public final class RdmaIoHandlerConfig {
     }
 
     private static Boolean sharedReceiveQueueProperty() {
-        String v = SystemPropertyUtil.get("org.nettyrdma.sharedReceiveQueue", "false").trim();
+        String v = SystemPropertyUtil.get("org.nettyrdma.sharedReceiveQueue", "auto").trim();
         if ("auto".equalsIgnoreCase(v)) {
             return null;
         }
