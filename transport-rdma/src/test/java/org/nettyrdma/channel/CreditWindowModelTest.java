@@ -45,7 +45,8 @@ import static org.junit.jupiter.api.Assertions.fail;
  * Pooled credits (docs/srq-design.md, section 2) add one action: <b>retarget</b>, the window's target set to any value
  * from {@value CreditWindow#FLOOR} to its limit ({@link CreditWindow#setTarget}), followed by rule 2's question; owed
  * credits beyond the target are forgiven. The check then also asserts that no grant takes the peer beyond the target
- * (what the pool reserved for the connection). And one more, once per side: <b>return</b>, a sender gives back its
+ * (what the pool reserved for the connection), nor, with the side's unread messages counted, beyond the receive slots
+ * its limit announced (a pool holds no more for a connection: the growth bug of 2026-12-03). And one more, once per side: <b>return</b>, a sender gives back its
  * credits beyond the floor unspent in a CREDIT message ({@link CreditWindow#returnSurplus}, what an idle sender does
  * every tick; modelled at any moment, a superset), which its peer takes with {@link CreditWindow#onReturned}.
  *
