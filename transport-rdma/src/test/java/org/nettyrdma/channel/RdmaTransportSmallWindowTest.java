@@ -127,9 +127,12 @@ class RdmaTransportSmallWindowTest {
                 System.out.printf("[RdmaTransportSmallWindowTest] window %d: %d MiB in %d DATA; the reader sent %d "
                                 + "CREDIT (%.3f per DATA), the writer %d%n", window, total >> 20, data,
                         readerCredits, (double) readerCredits / data, writerCredits);
-                // one CREDIT per quarter window of reads (every read at a window of 4), and a few to a starving writer
+                // one CREDIT per quarter window of reads (every read at a window of 4), and at most one more each time
+                // the writer ran out of credits (a slow reader, as in the VM, and a pooled window that starts at 4 and
+                // grows only when the writer starves, make those many: 44 stalls in 277 DATA once on rxe0)
                 long quarters = data / Math.max(1, window / 4);
-                assertTrue(readerCredits <= quarters + quarters / 4 + 8, "the reader sent " + readerCredits
+                long stalls = client.counters().creditStalls();
+                assertTrue(readerCredits <= quarters + quarters / 4 + stalls + 8, "the reader sent " + readerCredits
                         + " CREDIT messages for " + data + " DATA; " + state.get());
                 assertTrue(writerCredits <= data / 20 + 4, "the writer sent " + writerCredits
                         + " CREDIT messages for " + data + " DATA; " + state.get());
