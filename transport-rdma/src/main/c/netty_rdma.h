@@ -55,7 +55,7 @@ struct netty_rdma_qp {
 
 /*
  * A shared receive queue. IBV_EVENT_SRQ_LIMIT_REACHED counts limit_events (the asynchronous events' thread; read with
- * acquire), IBV_EVENT_SRQ_ERR sets error.
+ * acquire), IBV_EVENT_SRQ_ERR sets error (read with acquire by srqFailed).
  */
 struct netty_rdma_srq {
     struct ibv_srq *srq;

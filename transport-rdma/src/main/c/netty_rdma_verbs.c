@@ -754,6 +754,13 @@ static jlong netty_rdma_srqLimitEvents(JNIEnv *env, jclass clazz, jlong handle) 
     return (jlong) __atomic_load_n(&NETTY_RDMA_HANDLE(struct netty_rdma_srq, handle)->limit_events, __ATOMIC_ACQUIRE);
 }
 
+static jboolean netty_rdma_srqFailed(JNIEnv *env, jclass clazz, jlong handle) {
+    (void) env;
+    (void) clazz;
+    return __atomic_load_n(&NETTY_RDMA_HANDLE(struct netty_rdma_srq, handle)->error, __ATOMIC_ACQUIRE) ? JNI_TRUE
+                                                                                                       : JNI_FALSE;
+}
+
 /* ibv_modify_srq(IBV_SRQ_LIMIT): arms the limit event (0 disarms); 0 or -errno. */
 static jint netty_rdma_modifySrqLimit(JNIEnv *env, jclass clazz, jlong handle, jint limit) {
     (void) env;
@@ -826,6 +833,7 @@ static const JNINativeMethod methods[] = {
     {"srqCapacity", "(J)I", (void *) netty_rdma_srqCapacity},
     {"srqMaxSge", "(J)I", (void *) netty_rdma_srqMaxSge},
     {"srqLimitEvents", "(J)J", (void *) netty_rdma_srqLimitEvents},
+    {"srqFailed", "(J)Z", (void *) netty_rdma_srqFailed},
     {"modifySrqLimit", "(JI)I", (void *) netty_rdma_modifySrqLimit},
     {"postSrqRecv", "(JJIII)J", (void *) netty_rdma_postSrqRecv},
     {"destroySrq", "(J)I", (void *) netty_rdma_destroySrq},

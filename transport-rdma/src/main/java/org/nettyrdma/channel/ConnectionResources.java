@@ -213,7 +213,7 @@ final class ConnectionResources {
         return true;
     }
 
-    /** For tests: the loop's shared receive pool this connection's receives come from, or null (its own). */
+    /** The loop's shared receive pool this connection's receives come from, or null (its own). */
     ReceivePool receivePool() {
         return pool;
     }

@@ -759,10 +759,20 @@ final class RdmaConnection {
     /**
      * The loop's tick ({@link RdmaIoHandler#TICK_MILLIS}), for a pooled window: an unstarved window shrinks, and its
      * reservation with it; a sender idle since the last tick gives its surplus credits back, so that the peer's pool
-     * can let their receives go.
+     * can let their receives go. A connection whose shared receive queue failed fails.
      */
     void tick() {
-        if (window == null || is(DESTROYED)) {
+        if (is(DESTROYED)) {
+            return;
+        }
+        ReceivePool pool = res.receivePool();
+        if (pool != null && pool.failed()) {
+            unsafe.fail(new IOException("the shared receive queue this connection receives from failed "
+                    + "(the device reported IBV_EVENT_SRQ_ERR): no message can arrive any more, the connection "
+                    + "is closed (a new connection gets a new queue)"));
+            return;
+        }
+        if (window == null) {
             return;
         }
         try {

@@ -308,7 +308,7 @@ public final class RdmaIoHandler implements IoHandler {
         dispatch(completions, n);
         counters.completions += n;
         finishBatch();
-        if (n < completions.capacity() && !q.receivePools.isEmpty()) {
+        if (n < completions.capacity() && !(q.receivePools.isEmpty() && q.failedPools.isEmpty())) {
             closeReceivePools(q, true);
         }
         return n;
@@ -593,22 +593,49 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     /**
+     * Takes the pools whose shared receive queue the device reported in error ({@code IBV_EVENT_SRQ_ERR}) out of use:
+     * nothing is posted to them any more and no new connection takes them (it gets a new queue); the connections that
+     * receive from them fail at this tick ({@link RdmaConnection#tick}: their messages could no longer arrive, and
+     * their QPs may never say so). They are closed like idle pools, once none of those connections reserves receives.
+     */
+    private void retireFailedReceivePools() {
+        for (int d = 0; d < devices.size(); d++) {
+            DeviceQueues q = devices.get(d);
+            for (int i = q.receivePools.size() - 1; i >= 0; i--) {
+                ReceivePool p = q.receivePools.get(i);
+                if (p.queueFailed()) {
+                    p.retire();
+                    q.receivePools.remove(i);
+                    q.failedPools.add(p);
+                    logger.warn("a shared receive queue of " + q.device.name() + " failed (IBV_EVENT_SRQ_ERR): the "
+                            + "connections receiving from it are closed; new connections get a new queue");
+                }
+            }
+        }
+    }
+
+    /**
      * Closes {@code q}'s shared receive pools, or with {@code idleOnly} those no connection reserves receives in: so that
      * memory follows the connections (a queue's posted receives cannot be taken back one by one). Idle ones only
      * once a poll found {@code q} drained: every completion of their QPs, destroyed before, has been handed back by
      * then, and none can name the pool's index after another pool takes it. A queue with a QP attached stays open.
      */
     private void closeReceivePools(DeviceQueues q, boolean idleOnly) {
-        for (int i = q.receivePools.size() - 1; i >= 0; i--) {
-            ReceivePool p = q.receivePools.get(i);
+        closeReceivePools(q.receivePools, idleOnly);
+        closeReceivePools(q.failedPools, idleOnly);
+        while (receivePoolEnd > 0 && receivePools[receivePoolEnd - 1] == null) {
+            receivePoolEnd--;
+        }
+    }
+
+    private void closeReceivePools(List<ReceivePool> pools, boolean idleOnly) {
+        for (int i = pools.size() - 1; i >= 0; i--) {
+            ReceivePool p = pools.get(i);
             if (!idleOnly || p.reserved() == 0) {
-                q.receivePools.remove(i);
+                pools.remove(i);
                 receivePools[p.index()] = null;
                 closeQuietly(p);
             }
-        }
-        while (receivePoolEnd > 0 && receivePools[receivePoolEnd - 1] == null) {
-            receivePoolEnd--;
         }
     }
 
@@ -738,10 +765,12 @@ public final class RdmaIoHandler implements IoHandler {
 
     /**
      * Housekeeping every {@link #TICK_MILLIS}, one task for all the loop's channels: each handle's {@link
-     * RdmaIoHandle#tick} (pooled credit windows shrink, idle senders give surplus credits back), then send staging a
-     * burst needed goes once the loop is quiet ({@link StagingPool#tick}).
+     * RdmaIoHandle#tick} (pooled credit windows shrink, idle senders give surplus credits back; a connection whose
+     * shared receive queue failed fails), then send staging a burst needed goes once the loop is quiet ({@link
+     * StagingPool#tick}).
      */
     private void tick() {
+        retireFailedReceivePools();
         int n = 0;
         for (Registration r : registrations.values()) {
             if (n == ticking.length) {
@@ -974,6 +1003,8 @@ public final class RdmaIoHandler implements IoHandler {
         boolean dead;
         /** Shared receive pools whose receives complete on this queue (one per receive buffer size and allocator). */
         final List<ReceivePool> receivePools = new ArrayList<>(1);
+        /** Pools whose queue failed ({@link #retireFailedReceivePools}): closed once no connection reserves receives. */
+        final List<ReceivePool> failedPools = new ArrayList<>(0);
 
         DeviceQueues(RdmaIoHandler handler, Device device, ProtectionDomain pd, CompletionChannel channel,
                      CompletionQueue cq, int capacity) {

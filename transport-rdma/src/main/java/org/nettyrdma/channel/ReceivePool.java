@@ -49,6 +49,8 @@ final class ReceivePool implements AutoCloseable {
     private int held;
     private int posted;
     private boolean closed;
+    /** The device reported the queue in error, and the loop retired the pool ({@link #retire}). */
+    private boolean failed;
 
     /**
      * @param srq the queue, owned by the pool from now on
@@ -182,7 +184,7 @@ final class ReceivePool implements AutoCloseable {
     int refill() throws VerbsException {
         int want = Math.min(target(), bufs.length) - posted;
         int done = 0;
-        while (want > 0 && !closed) {
+        while (want > 0 && !closed && !failed) {
             int n = Math.min(want, POST_BATCH);
             for (int i = 0; i < n; i++) {
                 int slot = free[--freeCount];
@@ -272,6 +274,24 @@ final class ReceivePool implements AutoCloseable {
         buf.clear();
         spares[spareCount++] = buf;
         return true;
+    }
+
+    /** Whether the device reported the queue in error ({@link SharedReceiveQueue#failed}); a call into the provider. */
+    boolean queueFailed() {
+        return !closed && srq.failed();
+    }
+
+    /**
+     * The loop found the queue in error ({@link #queueFailed}): nothing is posted to it any more; its connections fail
+     * at their next tick ({@link #failed}), and no new connection takes the pool.
+     */
+    void retire() {
+        failed = true;
+    }
+
+    /** Whether the loop retired the pool because its queue failed. */
+    boolean failed() {
+        return failed;
     }
 
     /**

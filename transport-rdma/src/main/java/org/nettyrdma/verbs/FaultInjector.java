@@ -29,6 +29,12 @@ public interface FaultInjector {
     void overrunCompletionQueue(CompletionQueue cq);
 
     /**
+     * The device reports {@code srq} in error ({@code IBV_EVENT_SRQ_ERR}): {@link SharedReceiveQueue#failed} answers
+     * true. Nothing else changes, the worst case for its user: no QP of it fails, no post is refused.
+     */
+    void failSharedReceiveQueue(SharedReceiveQueue srq);
+
+    /**
      * A successful receive completion of {@code byteLen} bytes for {@code wrId} on {@code qpNum} appears in {@code cq},
      * as one a device left there for a QP that is destroyed since (its number free for the next QP).
      */

@@ -54,6 +54,12 @@ public interface SharedReceiveQueue extends AutoCloseable {
     long limitEvents();
 
     /**
+     * Whether the device reported the queue in error ({@code IBV_EVENT_SRQ_ERR}; the provider may report it late): the
+     * receives it holds are lost to its QPs, which may neither receive nor fail from then on. Stays true once closed.
+     */
+    boolean failed();
+
+    /**
      * {@code ibv_destroy_srq}: EBUSY while a queue pair created with it exists; the receives still posted are dropped
      * without completions. Idempotent once it succeeded.
      */

@@ -9,6 +9,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.IoHandle;
 import io.netty.channel.IoHandler;
@@ -26,6 +27,7 @@ import org.junit.jupiter.api.parallel.Isolated;
 import org.nettyrdma.verbs.CompletionArray;
 import org.nettyrdma.verbs.Device;
 import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.WorkRequestList;
 import org.slf4j.LoggerFactory;
 
 import java.io.IOException;
@@ -39,7 +41,9 @@ import java.util.concurrent.TimeUnit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -102,6 +106,93 @@ class RdmaIoHandlerTest {
         } finally {
             log.detachAppender(logged);
             RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    /**
+     * The device reports a loop's shared receive queue in error ({@code IBV_EVENT_SRQ_ERR}, injected; nothing else
+     * changes, as on a device whose QPs then neither fail nor receive): at the loop's next tick the connections that
+     * receive from it fail with an error naming it, the loop logs it once, the queue is closed once they are gone, and
+     * the next connection on that loop gets a new queue and works. The peers are told (their channels close).
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aFailedSharedReceiveQueueFailsItsConnectionsAndTheNextGetsANewOne() throws Exception {
+        assumeTrue(!RdmaTestSupport.isNative(), "the queue's error is injected: emulated provider only");
+        Logger log = (Logger) LoggerFactory.getLogger(RdmaIoHandler.class);
+        ListAppender<ILoggingEvent> logged = new ListAppender<>();
+        logged.start();
+        log.addAppender(logged);
+        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSharedReceiveQueue(true);
+        List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "srq-error-server", null, config);
+        List<RdmaIoHandler> clientHandlers = new CopyOnWriteArrayList<>();
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "srq-error-client", clientHandlers, config);
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childHandler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            accepted.add((RdmaSocketChannel) ch);
+                            ch.pipeline().addLast(new Echo());
+                        }
+                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            InetSocketAddress address = (InetSocketAddress) server.localAddress();
+            Client a = Client.connect(clientGroup, address);
+            Client b = Client.connect(clientGroup, address);
+            a.echo("a before");
+            b.echo("b before");
+            RdmaSocketChannel ac = (RdmaSocketChannel) a.channel;
+            ReceivePool failed = RdmaTestSupport.onLoop(ac, () -> ac.resources().receivePool());
+            assertNotNull(failed, "the client's receives come from its loop's shared receive queue");
+            assertSame(failed, RdmaTestSupport.onLoop(ac, () -> ((RdmaSocketChannel) b.channel).resources()
+                    .receivePool()));
+            clientHandlers.get(0).resources().provider().faults().failSharedReceiveQueue(failed.queue());
+
+            for (Client c : List.of(a, b)) {
+                assertTrue(c.channel.closeFuture().await(10, TimeUnit.SECONDS), "a channel of the failed queue is open");
+                Throwable cause = c.failure.get(1, TimeUnit.SECONDS);
+                assertInstanceOf(IOException.class, cause, () -> RdmaTestSupport.describe(cause));
+                assertTrue(cause.getMessage().contains("shared receive queue")
+                        && cause.getMessage().contains("IBV_EVENT_SRQ_ERR"), cause.getMessage());
+            }
+            for (RdmaSocketChannel s : accepted) {
+                assertTrue(s.closeFuture().await(10, TimeUnit.SECONDS), "the peer of a failed connection is open");
+            }
+            RdmaTestSupport.awaitCondition("the failed queue closed", () -> closed(ac, failed), 10_000, () -> "");
+
+            // the next connection on the same loop gets a new queue and works
+            Client c = Client.connect(clientGroup, address);
+            assertTrue(c.channel.eventLoop() == a.channel.eventLoop());
+            c.echo("c after");
+            RdmaSocketChannel cc = (RdmaSocketChannel) c.channel;
+            ReceivePool fresh = RdmaTestSupport.onLoop(cc, () -> cc.resources().receivePool());
+            assertNotNull(fresh);
+            assertNotSame(failed, fresh);
+            c.channel.close().sync();
+
+            List<String> warnings = logged.list.stream().filter(e -> e.getLevel().isGreaterOrEqual(Level.WARN))
+                    .map(ILoggingEvent::getFormattedMessage).toList();
+            assertEquals(1, warnings.size(), () -> "warnings: " + warnings);
+            assertTrue(warnings.get(0).startsWith("a shared receive queue of emu0 failed (IBV_EVENT_SRQ_ERR)"),
+                    warnings.get(0));
+            server.close().sync();
+        } finally {
+            log.detachAppender(logged);
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    /**
+     * Whether {@code pool} is closed with its queue: nothing reserved or posted, and a post to the queue answers EBADF
+     * (tried only once nothing is posted, which a pool still open would not be).
+     */
+    private static boolean closed(Channel loopOf, ReceivePool pool) {
+        try {
+            return RdmaTestSupport.onLoop(loopOf, () -> pool.reserved() == 0 && pool.posted() == 0
+                    && pool.queue().postRecv(new WorkRequestList(1, 1), 0, 1) == -Errno.EBADF);
+        } catch (Exception e) {
+            throw new AssertionError(e);
         }
     }
 

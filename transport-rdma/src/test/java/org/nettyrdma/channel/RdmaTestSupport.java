@@ -172,6 +172,15 @@ final class RdmaTestSupport {
     }
 
     /** A group of RDMA event loops on the provider under test. */
+    /** The connection's credit window, to read on its loop (nothing else exposes it). */
+    static CreditWindow credits(RdmaSocketChannel ch) throws ReflectiveOperationException {
+        java.lang.reflect.Field conn = RdmaSocketChannel.class.getDeclaredField("conn");
+        conn.setAccessible(true);
+        java.lang.reflect.Field credits = RdmaConnection.class.getDeclaredField("credits");
+        credits.setAccessible(true);
+        return (CreditWindow) credits.get(conn.get(ch));
+    }
+
     static MultiThreadIoEventLoopGroup newGroup(int threads, String name) {
         return newGroup(threads, name, null);
     }

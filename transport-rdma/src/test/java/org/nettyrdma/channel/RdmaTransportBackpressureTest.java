@@ -116,7 +116,8 @@ class RdmaTransportBackpressureTest {
                 + ", writability events=" + writability.events + ", buffersInUse="
                 + RdmaByteBufAllocator.DEFAULT.buffersInUse() + " (baseline " + baselineBuffers + ")"
                 + ", writeFailures=" + writeFailures + ", client exceptions=" + writability.exceptions
-                + ", server exceptions=" + serverErrors.exceptions + reader.exceptions;
+                + ", server exceptions=" + serverErrors.exceptions + reader.exceptions + ", client "
+                + creditsOf(client) + ", server child " + creditsOf(child);
 
         // 1. the client writes (and flushes) as long as the channel is writable
         int firstPhaseWrites = RdmaTestSupport.onLoop(client, () -> {
@@ -139,9 +140,12 @@ class RdmaTransportBackpressureTest {
                 () -> "only " + firstPhaseWrites + " writes before unwritable, fewer than the credits take: "
                         + state.get());
 
-        // what was posted is acknowledged by the server's adapter; nothing more moves
+        // what was posted is acknowledged by the server's adapter; nothing more moves once the client has the server's
+        // handshake (the credits it grants beyond the connection's private data come with it: phase 1 may run before)
+        // and no data credit left
         RdmaTestSupport.awaitCondition("the sends the credits allowed completed",
-                () -> sc.bytesReceived() == cc.bytesSent() && succeeded.get() == cc.bytesSent() / WRITE_SIZE,
+                () -> outOfCredits(client) // (first: the counts read after it are at least as new)
+                        && sc.bytesReceived() == cc.bytesSent() && succeeded.get() == cc.bytesSent() / WRITE_SIZE,
                 10_000, state);
         long sentAtStall = cc.bytesSent();
         long messagesAtStall = cc.messagesSent();
@@ -241,6 +245,27 @@ class RdmaTransportBackpressureTest {
         @Override
         public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
             exceptions.add(cause);
+        }
+    }
+
+    /** Whether the channel has its peer's handshake and no data credit left. */
+    private static boolean outOfCredits(RdmaSocketChannel ch) {
+        try {
+            return RdmaTestSupport.onLoop(ch, () -> {
+                CreditWindow w = RdmaTestSupport.credits(ch);
+                return w.receivedFromPeer() > 0 && !w.canSendData();
+            });
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    /** The channel's credit window as it is on its loop, for a failure's message. */
+    private static String creditsOf(RdmaSocketChannel ch) {
+        try {
+            return RdmaTestSupport.onLoop(ch, () -> String.valueOf(RdmaTestSupport.credits(ch)));
+        } catch (Exception e) {
+            return e.toString();
         }
     }
 }

@@ -15,7 +15,6 @@ import org.nettyrdma.channel.RdmaTestSupport.Pattern;
 import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
 import org.nettyrdma.channel.RdmaTestSupport.StreamWriter;
 
-import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -121,9 +120,9 @@ class RdmaTransportSmallWindowTest {
                 long data = client.counters().messagesSent();
                 // what arrived from the other side, by its window's count: the reader's messages are all CREDITs,
                 // the writer's are its DATA, its greeting and any CREDIT
-                long readerCredits = RdmaTestSupport.onLoop(client, () -> credits(client).receivedFromPeer());
+                long readerCredits = RdmaTestSupport.onLoop(client, () -> RdmaTestSupport.credits(client).receivedFromPeer());
                 RdmaSocketChannel child = childRef.get();
-                long writerCredits = RdmaTestSupport.onLoop(child, () -> credits(child).receivedFromPeer()) - data - 1;
+                long writerCredits = RdmaTestSupport.onLoop(child, () -> RdmaTestSupport.credits(child).receivedFromPeer()) - data - 1;
                 System.out.printf("[RdmaTransportSmallWindowTest] window %d: %d MiB in %d DATA; the reader sent %d "
                                 + "CREDIT (%.3f per DATA), the writer %d%n", window, total >> 20, data,
                         readerCredits, (double) readerCredits / data, writerCredits);
@@ -141,15 +140,6 @@ class RdmaTransportSmallWindowTest {
                 server.close().sync();
             }
         }
-    }
-
-    /** The connection's credit window, read on its loop (for the counts above; nothing else exposes them). */
-    private static CreditWindow credits(RdmaSocketChannel ch) throws ReflectiveOperationException {
-        Field conn = RdmaSocketChannel.class.getDeclaredField("conn");
-        conn.setAccessible(true);
-        Field credits = RdmaConnection.class.getDeclaredField("credits");
-        credits.setAccessible(true);
-        return (CreditWindow) credits.get(conn.get(ch));
     }
 
     /** One connection: one side writes {@code n} messages, the other reads them, then one more; null if it came. */

@@ -2332,6 +2332,7 @@ public abstract class VerbsConformanceSuite {
         DeviceAttributes a = fx.device.attributes();
         SharedReceiveQueue srq = newSrq(server.pd, 4);
         assertSame(server.pd, srq.pd());
+        assertFalse(srq.failed(), "a new shared receive queue in error");
         int capacity = srq.capacity();
         observed("capacity of a shared receive queue created for 4 receives", capacity);
         assertTrue(capacity >= 4 && capacity < fx.wrs.capacity(), "capacity " + capacity + " for 4 receives");

@@ -8,6 +8,7 @@ import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.EventWaiter;
 import org.nettyrdma.verbs.FaultInjector;
 import org.nettyrdma.verbs.QueuePair;
+import org.nettyrdma.verbs.SharedReceiveQueue;
 import org.nettyrdma.verbs.VerbsException;
 import org.nettyrdma.verbs.VerbsProvider;
 
@@ -93,6 +94,11 @@ public final class EmulatedProvider implements VerbsProvider {
         @Override
         public void overrunCompletionQueue(CompletionQueue cq) {
             ((EmulatedCompletionQueue) cq).overrun();
+        }
+
+        @Override
+        public void failSharedReceiveQueue(SharedReceiveQueue srq) {
+            ((EmulatedSharedReceiveQueue) srq).fail();
         }
 
         @Override

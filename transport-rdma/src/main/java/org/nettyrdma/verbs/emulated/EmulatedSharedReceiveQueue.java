@@ -24,6 +24,7 @@ final class EmulatedSharedReceiveQueue implements SharedReceiveQueue {
     private int attached;
     private int limit;
     private long limitEvents;
+    private volatile boolean failed;
     private boolean closed;
 
     EmulatedSharedReceiveQueue(EmulatedDevice device, EmulatedProtectionDomain pd, int maxWr, int maxSge) {
@@ -121,6 +122,16 @@ final class EmulatedSharedReceiveQueue implements SharedReceiveQueue {
     @Override
     public synchronized long limitEvents() {
         return limitEvents;
+    }
+
+    @Override
+    public boolean failed() {
+        return failed;
+    }
+
+    /** {@link org.nettyrdma.verbs.FaultInjector#failSharedReceiveQueue}. */
+    void fail() {
+        failed = true;
     }
 
     synchronized void attach() throws VerbsException {

@@ -9,7 +9,7 @@ import org.nettyrdma.verbs.WorkRequestList;
 /**
  * {@code ibv_srq}. Posted to by one thread, as a QP is ({@link #postRecv} is not synchronized); the count of the QPs
  * created with it is, because a soft-iWARP QP may be destroyed by its connect's thread. The limit events are counted
- * in the C struct by the asynchronous events' thread ({@link JniAsyncEvents}).
+ * and its error noted in the C struct by the asynchronous events' thread ({@link JniAsyncEvents}).
  */
 final class JniSharedReceiveQueue implements SharedReceiveQueue {
     private final JniProtectionDomain pd;
@@ -19,6 +19,8 @@ final class JniSharedReceiveQueue implements SharedReceiveQueue {
     private int attached;
     /** {@link #limitEvents()} once closed (the C struct is gone). */
     private long limitEventsAtClose;
+    /** {@link #failed()} once closed. */
+    private boolean failedAtClose;
     private volatile boolean closed;
 
     private WorkRequestList lastList;
@@ -86,6 +88,11 @@ final class JniSharedReceiveQueue implements SharedReceiveQueue {
         return closed ? limitEventsAtClose : Native.srqLimitEvents(handle);
     }
 
+    @Override
+    public boolean failed() {
+        return closed ? failedAtClose : Native.srqFailed(handle);
+    }
+
     synchronized void attach() throws VerbsException {
         if (closed) {
             throw new VerbsException("rdma_create_qp", Errno.EBADF, "shared receive queue closed");
@@ -107,11 +114,13 @@ final class JniSharedReceiveQueue implements SharedReceiveQueue {
                 throw new VerbsException("ibv_destroy_srq", Errno.EBUSY, attached + " queue pairs use it");
             }
             long events = Native.srqLimitEvents(handle);
+            boolean failed = Native.srqFailed(handle);
             int rc = Native.destroySrq(handle);
             if (rc < 0) {
                 throw new VerbsException("ibv_destroy_srq", -rc);
             }
             limitEventsAtClose = events;
+            failedAtClose = failed;
             closed = true;
             lastList = null;
         }

@@ -159,6 +159,9 @@ final class Native {
     /** How many {@code IBV_EVENT_SRQ_LIMIT_REACHED} events the asynchronous events' thread counted. */
     static native long srqLimitEvents(long srq);
 
+    /** Whether the asynchronous events' thread saw {@code IBV_EVENT_SRQ_ERR} for it. */
+    static native boolean srqFailed(long srq);
+
     /** {@code ibv_modify_srq(IBV_SRQ_LIMIT)}: 0 or -errno. */
     static native int modifySrqLimit(long srq, int limit);
 
