@@ -171,16 +171,21 @@ final class RdmaTestSupport {
         return config().setSharedReceiveQueue(false);
     }
 
-    /** A group of RDMA event loops on the provider under test. */
     /** The connection's credit window, to read on its loop (nothing else exposes it). */
     static CreditWindow credits(RdmaSocketChannel ch) throws ReflectiveOperationException {
-        java.lang.reflect.Field conn = RdmaSocketChannel.class.getDeclaredField("conn");
-        conn.setAccessible(true);
-        java.lang.reflect.Field credits = RdmaConnection.class.getDeclaredField("credits");
-        credits.setAccessible(true);
-        return (CreditWindow) credits.get(conn.get(ch));
+        return (CreditWindow) connectionField(ch, "credits");
     }
 
+    /** Field {@code name} of the channel's {@link RdmaConnection}, to read on its loop. */
+    static Object connectionField(RdmaSocketChannel ch, String name) throws ReflectiveOperationException {
+        java.lang.reflect.Field conn = RdmaSocketChannel.class.getDeclaredField("conn");
+        conn.setAccessible(true);
+        java.lang.reflect.Field field = RdmaConnection.class.getDeclaredField(name);
+        field.setAccessible(true);
+        return field.get(conn.get(ch));
+    }
+
+    /** A group of RDMA event loops on the provider under test. */
     static MultiThreadIoEventLoopGroup newGroup(int threads, String name) {
         return newGroup(threads, name, null);
     }

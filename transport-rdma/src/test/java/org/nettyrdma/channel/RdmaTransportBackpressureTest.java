@@ -256,11 +256,7 @@ class RdmaTransportBackpressureTest {
         try {
             return RdmaTestSupport.onLoop(ch, () -> {
                 CreditWindow w = RdmaTestSupport.credits(ch);
-                java.lang.reflect.Field conn = RdmaSocketChannel.class.getDeclaredField("conn");
-                conn.setAccessible(true);
-                java.lang.reflect.Field window = RdmaConnection.class.getDeclaredField("window");
-                window.setAccessible(true);
-                boolean pooled = window.get(conn.get(ch)) != null;
+                boolean pooled = RdmaTestSupport.connectionField(ch, "window") != null;
                 return !w.canSendData() && (!pooled || w.receivedFromPeer() > 0);
             });
         } catch (Exception e) {

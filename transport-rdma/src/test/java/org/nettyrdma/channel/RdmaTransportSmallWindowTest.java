@@ -120,9 +120,11 @@ class RdmaTransportSmallWindowTest {
                 long data = client.counters().messagesSent();
                 // what arrived from the other side, by its window's count: the reader's messages are all CREDITs,
                 // the writer's are its DATA, its greeting and any CREDIT
-                long readerCredits = RdmaTestSupport.onLoop(client, () -> RdmaTestSupport.credits(client).receivedFromPeer());
+                long readerCredits = RdmaTestSupport.onLoop(client,
+                        () -> RdmaTestSupport.credits(client).receivedFromPeer());
                 RdmaSocketChannel child = childRef.get();
-                long writerCredits = RdmaTestSupport.onLoop(child, () -> RdmaTestSupport.credits(child).receivedFromPeer()) - data - 1;
+                long writerCredits = RdmaTestSupport.onLoop(child,
+                        () -> RdmaTestSupport.credits(child).receivedFromPeer()) - data - 1;
                 System.out.printf("[RdmaTransportSmallWindowTest] window %d: %d MiB in %d DATA; the reader sent %d "
                                 + "CREDIT (%.3f per DATA), the writer %d%n", window, total >> 20, data,
                         readerCredits, (double) readerCredits / data, writerCredits);
