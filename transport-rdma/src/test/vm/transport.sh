@@ -15,7 +15,8 @@
 # the tests directly. JAVA_HOME picks the JDK (the guest sees the host's).
 # Netty's leak detector runs at $TRANSPORT_LEAK_LEVEL (default paranoid, as on the host) and a leak fails the class.
 # $TRANSPORT_JAVA_OPTS (words) go to the tests' JVM, e.g. TRANSPORT_JAVA_OPTS=-Dorg.nettyrdma.sharedReceiveQueue=true.
-# Prints a line per test, then "N passed, N failed, N skipped" per device and for all.
+# Prints a line per test, then "N passed, N failed, N skipped" per device and for all; after a failure, the guest
+# kernel's last RDMA messages (dmesg).
 # Exit code: 0 if nothing failed, 1 failures (or nothing passed), 2 unusable; vm/run's 124 (timeout) or 125 (no VM).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -60,11 +61,19 @@ read -r -a java_opts <<< "${TRANSPORT_JAVA_OPTS:-}"
 
 echo "transport.sh: $("$vm_java" -version 2>&1 | head -1), devices ${devices[*]}, scale $scale, leak detection $leak" \
   "${java_opts[*]:+, JVM options ${java_opts[*]}}"
-exec "$vm_java" -Xcheck:jni -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${java_opts[@]}" \
+rc=0
+"$vm_java" -Xcheck:jni -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${java_opts[@]}" \
   -Dio.netty.leakDetection.level="$leak" \
   -Dio.netty.customResourceLeakDetector=org.nettyrdma.testing.FailingLeakDetector \
   -Dorg.nettyrdma.test.provider=native -Dorg.nettyrdma.test.scale="$scale" \
   -Dorg.nettyrdma.test.blackhole="$(IFS=,; echo "${blackholes[*]}")" \
   -cp "$vm_classpath" org.nettyrdma.verbs.jni.VmTestLauncher \
   --package=org.nettyrdma.channel --classes='RdmaTransport.*Test' --address-property=org.nettyrdma.test.address \
-  --title='transport tests (RdmaTransport*Test) on the native provider' "${only[@]}" "${devices[@]}"
+  --title='transport tests (RdmaTransport*Test) on the native provider' "${only[@]}" "${devices[@]}" || rc=$?
+if ((rc == 1)); then
+  # what the software devices logged (soft-iWARP names the TERMINATE it got: layer, type, code), for a failure that
+  # the test's own message cannot explain; the hostile-peer tests cause some of these on purpose
+  echo "transport.sh: a test failed; the guest kernel's last RDMA messages:"
+  dmesg -T | grep -E 'siw|rxe|rdma' | tail -30 | sed 's/^/  kernel: /'
+fi
+exit "$rc"
