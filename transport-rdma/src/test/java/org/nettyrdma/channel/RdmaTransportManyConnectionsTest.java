@@ -104,7 +104,8 @@ class RdmaTransportManyConnectionsTest {
             }
             expectedBytes += roundBytes;
             final int r = round;
-            Supplier<String> state = () -> "round " + r + ": " + summary(readers) + ", children=" + children.size()
+            Supplier<String> state = () -> "round " + r + ": " + summary(readers, children)
+                    + ", children=" + children.size()
                     + ", server registrations=" + RdmaTestSupport.registeredChannels(serverGroup)
                     + ", client registrations=" + RdmaTestSupport.registeredChannels(clientGroup)
                     + ", serverErrors=" + first(serverErrors.exceptions);
@@ -201,7 +202,7 @@ class RdmaTransportManyConnectionsTest {
         return q.size() + (t == null ? "" : " first: " + RdmaTestSupport.describe(t));
     }
 
-    private static String summary(List<StreamReader> readers) {
+    private static String summary(List<StreamReader> readers, List<Channel> children) {
         int done = 0;
         int failed = 0;
         String firstFailure = null;
@@ -209,7 +210,7 @@ class RdmaTransportManyConnectionsTest {
             if (r.done.isCompletedExceptionally()) {
                 failed++;
                 if (firstFailure == null) {
-                    firstFailure = r.state() + " " + r.exceptions;
+                    firstFailure = r.state() + " " + r.exceptions + ends((EchoClient) r, children);
                 }
             } else if (r.done.isDone()) {
                 done++;
@@ -218,10 +219,31 @@ class RdmaTransportManyConnectionsTest {
         return "echoes done=" + done + ", failed=" + failed + (firstFailure == null ? "" : " (" + firstFailure + ")");
     }
 
+    /**
+     * Both ends of a failed echo, for a failure nothing else explains (a reset seen once on siw0 in CI): the client's
+     * addresses and counters, and those of the server child whose peer is the client's address.
+     */
+    private static String ends(EchoClient client, List<Channel> children) {
+        Channel c = client.channel;
+        if (c == null) {
+            return "; never active";
+        }
+        StringBuilder sb = new StringBuilder("; client ").append(c.localAddress()).append(" -> ")
+                .append(c.remoteAddress()).append(' ').append(((RdmaSocketChannel) c).counters());
+        for (Channel child : children) {
+            if (c.localAddress() != null && c.localAddress().equals(child.remoteAddress())) {
+                sb.append("; its server child ").append(child.isActive() ? "active " : "inactive ")
+                        .append(((RdmaSocketChannel) child).counters());
+            }
+        }
+        return sb.toString();
+    }
+
     /** Writes its bytes when active and checks the echo. */
     static final class EchoClient extends StreamReader {
         private final int len;
         private final long offset;
+        volatile Channel channel;
 
         EchoClient(int len, Pattern pattern, long offset) {
             super(len, pattern);
@@ -232,6 +254,7 @@ class RdmaTransportManyConnectionsTest {
 
         @Override
         public void channelActive(ChannelHandlerContext ctx) throws Exception {
+            channel = ctx.channel();
             Random r = new Random(offset);
             // mixed kinds: half registered, half heap
             Kind kind = (offset & 1) == 0 ? Kind.REGISTERED : Kind.HEAP;
