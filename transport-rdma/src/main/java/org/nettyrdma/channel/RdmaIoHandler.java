@@ -308,7 +308,8 @@ public final class RdmaIoHandler implements IoHandler {
         dispatch(completions, n);
         counters.completions += n;
         finishBatch();
-        if (n < completions.capacity() && !(q.receivePools.isEmpty() && q.failedPools.isEmpty())) {
+        if (n < completions.capacity() && retiredQpNums.isEmpty()
+                && !(q.receivePools.isEmpty() && q.failedPools.isEmpty())) {
             closeReceivePools(q, true);
         }
         return n;
@@ -617,8 +618,11 @@ public final class RdmaIoHandler implements IoHandler {
     /**
      * Closes {@code q}'s shared receive pools, or with {@code idleOnly} those no connection reserves receives in: so that
      * memory follows the connections (a queue's posted receives cannot be taken back one by one). Idle ones only
-     * once a poll found {@code q} drained: every completion of their QPs, destroyed before, has been handed back by
-     * then, and none can name the pool's index after another pool takes it. A queue with a QP attached stays open.
+     * once a poll found {@code q} drained and no QP destroyed since the last full drain ({@link #retiredQpNums} empty):
+     * every completion of their QPs has been handed back by then, and none can name the pool's index after another
+     * pool takes it. (A QP destroyed while the poll's own batch is dispatched, a connection failing on a completion,
+     * may have added completions after that poll: rxe and siw leave a destroyed QP's completions in its queue. The
+     * tick's drain sees them, into the pool that posted them.) A queue with a QP attached stays open.
      */
     private void closeReceivePools(DeviceQueues q, boolean idleOnly) {
         closeReceivePools(q.receivePools, idleOnly);

@@ -27,6 +27,7 @@ import org.junit.jupiter.api.parallel.Isolated;
 import org.nettyrdma.verbs.CompletionArray;
 import org.nettyrdma.verbs.Device;
 import org.nettyrdma.verbs.Errno;
+import org.nettyrdma.verbs.FaultInjector;
 import org.nettyrdma.verbs.WorkRequestList;
 import org.slf4j.LoggerFactory;
 
@@ -181,6 +182,79 @@ class RdmaIoHandlerTest {
             log.detachAppender(logged);
             RdmaTestSupport.shutdown(clientGroup, serverGroup);
         }
+    }
+
+    /**
+     * A shared receive pool is closed only once nothing of its QPs can still come: not by the poll whose batch destroyed
+     * its last QP. The one connection of a client loop's pool fails on a completion (a message too short for a header,
+     * injected), and while that batch is handled a second receive of the pool completes for the same QP (injected: what
+     * rxe and siw leave in a queue from a QP destroyed after the poll). The pool must still be open once that poll is
+     * over, so that the leftover goes back to it, never to a new pool with the same index whose receive of the same
+     * wr_id is posted (its buffer would be taken and reused while the device may still write into it). It closes later,
+     * after the loop's tick drained the queues, and the loop goes on.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aPoolStaysOpenThroughThePollWhoseBatchDestroyedItsLastQueuePair() throws Exception {
+        assumeTrue(!RdmaTestSupport.isNative(), "completions are injected: emulated provider only");
+        RdmaIoHandlerConfig config = RdmaTestSupport.config().setSharedReceiveQueue(true);
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "srq-leftover-server", null, config);
+        List<RdmaIoHandler> clientHandlers = new CopyOnWriteArrayList<>();
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "srq-leftover-client", clientHandlers, config);
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(new Echo())
+                    .bind(RdmaTestSupport.anyPort()).sync().channel();
+            InetSocketAddress address = (InetSocketAddress) server.localAddress();
+            Client a = Client.connect(clientGroup, address);
+            a.echo("before");
+            RdmaSocketChannel ac = (RdmaSocketChannel) a.channel;
+            RdmaIoHandler handler = clientHandlers.get(0);
+            FaultInjector faults = handler.resources().provider().faults();
+            ReceivePool pool = RdmaTestSupport.onLoop(ac, () -> ac.resources().receivePool());
+            assertNotNull(pool, "the client's receives come from its loop's shared receive queue");
+            long[] wrIds = RdmaTestSupport.onLoop(ac, () -> postedWrIds(pool, 2));
+            int qpNum = RdmaTestSupport.onLoop(ac, () -> ac.resources().qp.qpNum());
+            CompletableFuture<Boolean> openAfterThatPoll = new CompletableFuture<>();
+            ac.pipeline().addFirst(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                    // within the batch that failed the connection: the leftover, then a look once the poll is over
+                    faults.addReceiveCompletion(handler.completionQueue(0), wrIds[1], 64, qpNum);
+                    ctx.channel().eventLoop().execute(() -> openAfterThatPoll.complete(
+                            handler.receivePool(pool.index()) == pool && pool.posted() > 0));
+                    ctx.fireExceptionCaught(cause);
+                }
+            });
+            RdmaTestSupport.onLoop(ac, () -> {
+                faults.addReceiveCompletion(handler.completionQueue(0), wrIds[0], 1, qpNum);
+                return null;
+            });
+            Throwable cause = a.failure.get(10, TimeUnit.SECONDS);
+            assertInstanceOf(RdmaProtocolViolationException.class, cause, () -> RdmaTestSupport.describe(cause));
+            assertTrue(openAfterThatPoll.get(10, TimeUnit.SECONDS), "the pool was closed by the poll whose batch "
+                    + "destroyed its last QP, with a receive of that QP still in the completion queue");
+            RdmaTestSupport.awaitCondition("the idle pool closed", () -> closed(ac, pool), 10_000, () -> "");
+
+            Client b = Client.connect(clientGroup, address);
+            b.echo("after");
+            b.channel.close().sync();
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(clientGroup, serverGroup);
+        }
+    }
+
+    /** The wr_ids of the first {@code n} posted receives of {@code pool} (on its loop). */
+    private static long[] postedWrIds(ReceivePool pool, int n) {
+        long[] ids = new long[n];
+        int found = 0;
+        for (int slot = 0; found < n && slot < pool.capacity(); slot++) {
+            if (pool.isPosted(slot)) {
+                ids[found++] = pool.wrId(slot);
+            }
+        }
+        assertEquals(n, found, "posted receives in the pool");
+        return ids;
     }
 
     /**
