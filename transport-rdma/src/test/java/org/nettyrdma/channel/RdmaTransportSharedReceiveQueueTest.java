@@ -224,15 +224,17 @@ class RdmaTransportSharedReceiveQueueTest {
                     .handler(echo).connect(server.localAddress()).sync().channel();
             RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
             RdmaSocketChannel streamed = accepted.get(1);
-            // grown: as far as the stream needed (the limit on the host; 8 was seen on rxe0, where the reader kept up).
-            // A window grows when its peer starves twice within a tick; on a native device the timing decides which
-            // peer does (a CI run on rxe0 under JDK 25 grew the client's window and not the server's), so there at
-            // least one must grow; on the emulated provider both do.
+            // grown: as far as the stream needed (the limit on the host; 8 was seen on rxe0). A window grows when its
+            // peer starves twice within a tick. On the emulated provider both do. On a native device the timing decides:
+            // a JDK 25 CI run on rxe0 grew only the client's window, a JDK 17 one neither (the 16 MiB echo was over
+            // within the first tick, at the initial window of 4, its reader returning credits with two messages still
+            // to come, so the writer never looked starving). There growth is the slow reader's case
+            // (aSlowReaderWhoseWindowShrankWithMessagesUnreadGetsEveryByte), and this one checks the way back.
             int clientPeak = peakReservedReceives(streaming);
             int serverPeak = peakReservedReceives(streamed);
             String peaks = "peak reservations: client " + clientPeak + ", server " + serverPeak;
             if (RdmaTestSupport.isNative()) {
-                assertTrue(Math.max(clientPeak, serverPeak) > CreditWindow.KEPT_FLOOR, "neither window grew: " + peaks);
+                System.out.println("[" + getClass().getSimpleName() + "] a 16 MiB echo: " + peaks);
             } else {
                 assertTrue(clientPeak > CreditWindow.KEPT_FLOOR, "the client's window grew: " + peaks);
                 assertTrue(serverPeak > CreditWindow.KEPT_FLOOR, "the server's window grew: " + peaks);
