@@ -454,6 +454,8 @@ class RdmaTransportCloseTest {
                 });
                 Thread.sleep(2);
             }
+            // the echo is coming back (a slow guest may take longer than the writes did), the close comes amid it
+            RdmaTestSupport.awaitCondition("the first echo", () -> readsBefore.get() > 0, 10_000, client::toString);
             RdmaTestSupport.onLoop(client, () -> {
                 client.writeAndFlush(client.alloc().directBuffer(4000).writeZero(4000));
                 closed.set(true);

@@ -117,7 +117,8 @@ class RdmaTransportRingTest {
         long total = RdmaTestSupport.scaledBytes(64L << 20, 1 << 20);
         Result r = stream(total, RdmaTestSupport.fixedPlan(1 << 20, Kind.REGISTERED), 64 << 10, null);
         if (r.ring) {
-            assertTrue(r.client.ringBytesSent() > 16L * (64 << 10), () -> "the ring did not wrap: " + r.client);
+            // at least twice the ring's bytes through it: it wrapped (the rest may go as SENDs while it is full)
+            assertTrue(r.client.ringBytesSent() > 2L * (64 << 10), () -> "the ring did not wrap: " + r.client);
         }
     }
 
