@@ -232,7 +232,7 @@ final class ConnectionResources {
     /** What this side asks of RDMA CM for the connection, its handshake included. */
     ConnectionParameters parameters(CmId id) {
         int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
-        int flags = offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0;
+        int flags = RdmaProtocol.FLAG_SOLICITS | (offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0);
         if (offersPooledCredits && ch.parent() != null) {
             flags |= RdmaProtocol.FLAG_KEEPS_PEER_GOING; // the accepted side (CreditWindow.keepPeerGoing)
         }
@@ -256,7 +256,7 @@ final class ConnectionResources {
         LocalRing r = writeRing ? new LocalRing(queues.pd, config.getRingSize(), recvCount) : null;
         // staging comes from the loop's pool SEND by SEND: an idle connection registers none of it
         sends = new SendQueue(qp, handler.stagingPool(queues.pd, messageSize), credits, flushed, config, ch.counters(),
-                handler.counters(), wrIdBase, sqDepth, maxSge, maxInline, r, onStagingFreed);
+                handler.counters(), wrIdBase, sqDepth, maxSge, maxInline, r, onStagingFreed, handler.wakeups());
         ring = r;
         if (r != null) {
             recv.attachRing(r);

@@ -245,6 +245,9 @@ final class RdmaConnection {
         }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing,
                 this::touch);
+        if (!p.solicits()) {
+            res.sends.peerLeavesMessagesUnsolicited();
+        }
         if (p.offersProbeTarget() && res.probes != null) {
             res.sends.probeTarget(p.probeAddress, p.probeRkey, res.probes);
         }

@@ -30,6 +30,7 @@ public final class RdmaCounters {
     long spinsFound;
     long spinsMissed;
     long waits;
+    long solicitedWaits;
     /** Receive buffers the pipeline holds, in bytes (the application releases them on any thread). */
     final AtomicLong lentBytes = new AtomicLong();
     long registeredBytes;
@@ -172,6 +173,16 @@ public final class RdmaCounters {
     }
 
     /**
+     * Of the {@link #waits()}, those with the completion queues armed for solicited completions only: nothing on the
+     * loop waited for a completion of its own sends ({@link RdmaIoHandlerConfig#setSolicitedWakeups}). Event loops
+     * only.
+     */
+    public long solicitedWaits() {
+        acquire();
+        return solicitedWaits;
+    }
+
+    /**
      * Bytes of receive buffers lent to the pipeline and not yet released: bounded by
      * {@link RdmaChannelOption#MAX_LENT_RECEIVE_BYTES} per channel and
      * {@link RdmaIoHandlerConfig#setMaxLentReceiveBytes(long)} per event loop.
@@ -227,6 +238,7 @@ public final class RdmaCounters {
         total.spinsFound += spinsFound;
         total.spinsMissed += spinsMissed;
         total.waits += waits;
+        total.solicitedWaits += solicitedWaits;
         total.lentBytes.addAndGet(lentBytes.get());
         total.registeredBytes += registeredBytes;
         total.queuePairs += queuePairs;
@@ -243,7 +255,7 @@ public final class RdmaCounters {
                 + ", receiveCopies=" + receiveCopies
                 + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
                 + ", ringBytesReceived=" + ringBytesReceived + ", spinsFound=" + spinsFound + ", spinsMissed="
-                + spinsMissed + ", waits=" + waits + ", lentBytes=" + lentBytes + ", registeredBytes="
+                + spinsMissed + ", waits=" + waits + ", solicitedWaits=" + solicitedWaits + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';
     }
 }

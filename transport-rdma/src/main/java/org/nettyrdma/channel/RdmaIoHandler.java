@@ -84,6 +84,7 @@ public final class RdmaIoHandler implements IoHandler {
     private final CmEvent cmEvent = new CmEvent();
     private final CompletionArray completions;
     private final BusyPoll busyPoll;
+    private final SolicitedWakeups wakeups;
     private final RdmaIoHandle.RdmaIoEvent ioEvent = new RdmaIoHandle.RdmaIoEvent();
     private final IntObjectHashMap<Registration> registrations = new IntObjectHashMap<>();
     /**
@@ -135,6 +136,7 @@ public final class RdmaIoHandler implements IoHandler {
         VerbsProvider provider = resources.provider();
         this.completions = new CompletionArray(config.getCompletionBatchSize());
         this.busyPoll = BusyPoll.of(config);
+        this.wakeups = new SolicitedWakeups(config.isSolicitedWakeups());
         this.stagingBudget = new StagingPool.Budget(config.getSendStagingBytes());
         this.waiter = provider.createWaiter();
         this.cmChannel = provider.createEventChannel();
@@ -247,8 +249,9 @@ public final class RdmaIoHandler implements IoHandler {
                 return 0; // a task came: no gap to learn from
             }
         }
+        boolean solicitedOnly = solicitedOnly();
         for (int i = 0; i < devices.size(); i++) {
-            devices.get(i).cq.requestNotify(false);
+            devices.get(i).cq.requestNotify(solicitedOnly);
         }
         work = poll(); // what arrived before the queues were armed raises no event
         if (work > 0) {
@@ -259,6 +262,9 @@ public final class RdmaIoHandler implements IoHandler {
         try {
             if (context.canBlock()) { // a task that came before the flag was set signalled nothing: look again
                 counters.waits++;
+                if (solicitedOnly) {
+                    counters.solicitedWaits++;
+                }
                 waiter.await(context.delayNanos(System.nanoTime()));
             }
         } catch (VerbsException e) {
@@ -281,6 +287,24 @@ public final class RdmaIoHandler implements IoHandler {
             busyPoll.onWorkAfterSpin(System.nanoTime() - idleSinceNs);
         }
         return work;
+    }
+
+    /** Whether to arm for solicited completions only: nothing on this loop waits for a send completion. */
+    private boolean solicitedOnly() {
+        if (!wakeups.solicitedOnly()) {
+            return false;
+        }
+        for (int i = 0; i < stagingPools.size(); i++) {
+            if (stagingPools.get(i).waiterCount() > 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** How this loop arms its completion queues; what its send queues and connections tell it. */
+    SolicitedWakeups wakeups() {
+        return wakeups;
     }
 
     /**

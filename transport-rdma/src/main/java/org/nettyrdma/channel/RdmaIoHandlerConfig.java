@@ -21,6 +21,7 @@ public final class RdmaIoHandlerConfig {
     private boolean busyPollBackOff = SystemPropertyUtil.getBoolean("org.nettyrdma.busyPollBackOff", false);
     private boolean adaptiveBusyPoll = SystemPropertyUtil.getBoolean("org.nettyrdma.adaptiveBusyPoll", false);
     private long busyPollMaxNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollMaxNanos", 200_000);
+    private boolean solicitedWakeups = SystemPropertyUtil.getBoolean("org.nettyrdma.solicitedWakeups", true);
     private int completionQueueSize = SystemPropertyUtil.getInt("org.nettyrdma.completionQueueSize", 16384);
     private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
     private long maxLentReceiveBytes = SystemPropertyUtil.getLong("org.nettyrdma.maxLentReceiveBytes", 64L << 20);
@@ -83,6 +84,21 @@ public final class RdmaIoHandlerConfig {
 
     public boolean isAdaptiveBusyPoll() {
         return adaptiveBusyPoll;
+    }
+
+    /**
+     * Whether the loop, when nothing it runs waits for a completion of its own sends, arms its completion queues for
+     * solicited completions only (true, the default): it then wakes for its peers' messages, not for the completions of
+     * the SENDs it has just posted, which cost a wake-up per message. {@code false} arms for every completion, as
+     * before (for comparisons; {@code -Dorg.nettyrdma.solicitedWakeups=false}).
+     */
+    public RdmaIoHandlerConfig setSolicitedWakeups(boolean solicitedWakeups) {
+        this.solicitedWakeups = solicitedWakeups;
+        return this;
+    }
+
+    public boolean isSolicitedWakeups() {
+        return solicitedWakeups;
     }
 
     /** With {@link #setAdaptiveBusyPoll adaptive busy-polling}: the longest spin, and the longest gap worth spinning for. */
@@ -184,6 +200,7 @@ public final class RdmaIoHandlerConfig {
     RdmaIoHandlerConfig copy() {
         return new RdmaIoHandlerConfig().setProvider(provider).setBusyPollNanos(busyPollNanos)
                 .setBusyPollBackOff(busyPollBackOff).setAdaptiveBusyPoll(adaptiveBusyPoll).setBusyPollMaxNanos(busyPollMaxNanos)
+                .setSolicitedWakeups(solicitedWakeups)
                 .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize)
                 .setMaxLentReceiveBytes(maxLentReceiveBytes).setSendStagingBytes(sendStagingBytes)
                 .setSharedReceiveQueue(sharedReceiveQueue);

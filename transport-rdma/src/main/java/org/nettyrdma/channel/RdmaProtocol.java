@@ -45,6 +45,13 @@ final class RdmaProtocol {
      * down to {@link CreditWindow#KEPT_FLOOR}. Read only by the connecting side, only with pooled credits.
      */
     static final int FLAG_KEEPS_PEER_GOING = 1 << 4;
+    /**
+     * Handshake flag bit 5: every SEND and WRITE_WITH_IMM this side posts asks for a solicited event
+     * ({@code IBV_SEND_SOLICITED}), so a peer may arm its completion queue for solicited completions only and still be
+     * woken by each of them ({@link SolicitedWakeups}). Set by every side of this version; a peer without it keeps
+     * the loops it is on arming for every completion.
+     */
+    static final int FLAG_SOLICITS = 1 << 5;
     /** Where a handshake with {@link #FLAG_PROBE_TARGET} has the target's address (u64), then its rkey (u32). */
     static final int PROBE_TARGET_OFFSET = POOLED_HANDSHAKE_LENGTH;
     static final int PROBE_HANDSHAKE_LENGTH = PROBE_TARGET_OFFSET + 12;
@@ -249,6 +256,11 @@ final class RdmaProtocol {
         /** The most credits the peer may grant this side: the extension's limit, or v1's receive count. */
         int creditLimit(boolean pooled) {
             return pooled ? creditLimit : receiveBufferCount;
+        }
+
+        /** Whether every message of the peer asks for a solicited event: {@link #FLAG_SOLICITS}. */
+        boolean solicits() {
+            return (flags & FLAG_SOLICITS) != 0;
         }
 
         /** Whether the peer can receive by a WRITE ring. */

@@ -77,6 +77,16 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     private int oldest;
     /** SENDs posted since the last signalled one. */
     private int unsignalled;
+    /** How the loop arms its completion queues: told whether this queue waits for completions of its own. */
+    private final SolicitedWakeups wakeups;
+    /** Work requests posted and retired so far, and the count posted up to the last one whose completion is awaited. */
+    private long postedCount;
+    private long retiredCount;
+    private long awaitedUntil;
+    /** What {@link #wakeups} was last told: completions of this queue are awaited. */
+    private boolean awaiting;
+    /** The peer's messages do not ask for a solicited event ({@link RdmaProtocol#FLAG_SOLICITS}): always awaiting. */
+    private boolean peerUnsolicited;
     private boolean waitsForRoom;
     /** Queued in the pool for a staging slot. */
     private boolean awaitsStaging;
@@ -110,8 +120,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
      */
     SendQueue(QueuePair qp, StagingPool pool, CreditWindow credits, FlushedMessages flushed,
               RdmaSocketChannelConfig config, RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase,
-              int depth, int maxSge, int maxInline, LocalRing localRing, Runnable onStagingFreed) {
+              int depth, int maxSge, int maxInline, LocalRing localRing, Runnable onStagingFreed,
+              SolicitedWakeups wakeups) {
         this.qp = qp;
+        this.wakeups = wakeups;
         this.pool = pool;
         this.pd = pool.pd;
         this.onStagingFreed = onStagingFreed;
@@ -190,7 +202,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
 
     private void postBuilt() throws IOException {
         builder.finish();
-        post(builder.count);
+        post(builder.count, false);
     }
 
     private boolean countStall() {
@@ -213,10 +225,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         if (length == RdmaProtocol.RING_CREDIT_LENGTH) {
             view.putInt(base + RdmaProtocol.HEADER_LENGTH, localRing.space.takeReleased());
         }
-        post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         occupy();
+        post(1, type == RdmaProtocol.TYPE_FIN); // a closing connection waits for its FIN's completion
     }
 
     /** Where {@link #controlBuffer} put the message: its offset in the buffer returned. */
@@ -272,11 +284,15 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         return messageSize;
     }
 
-    /** The connection is going: no slot is to wake it any more. */
+    /** The connection is going: no slot is to wake it any more, no completion of its queue to wake the loop. */
     void stopWaiting() {
         if (awaitsStaging) {
             awaitsStaging = false;
             pool.forget(this);
+        }
+        if (awaiting) {
+            awaiting = false;
+            wakeups.queueAwaits(false);
         }
     }
 
@@ -306,7 +322,13 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         occupy();
-        post(2);
+        post(2, false);
+    }
+
+    /** The peer's handshake lacks {@link RdmaProtocol#FLAG_SOLICITS}: only every completion wakes the loop for it. */
+    void peerLeavesMessagesUnsolicited() {
+        peerUnsolicited = true;
+        updateAwaiting();
     }
 
     /** Protocol v2: the peer's RING message arrived; from now on registered buffers go into its ring. */
@@ -351,7 +373,12 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         }
     }
 
-    private void post(int count) throws IOException {
+    /**
+     * Posts the first {@code count} work requests of {@link #wrs}, each SEND and WRITE_WITH_IMM solicited; a completion
+     * is awaited for those that settle bytes, that are not SENDs (probes, ring writes, a bind), and with
+     * {@code awaited} for all.
+     */
+    private void post(int count, boolean awaited) throws IOException {
         if (count == 0) {
             return;
         }
@@ -363,22 +390,48 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
                 fenceNext = false;
             }
         }
+        long awaitedAfter = awaitedUntil;
         for (int i = 0; i < count; i++) {
+            int opcode = wrs.opcode(i);
+            int flags = wrs.sendFlags(i);
+            if (opcode == WrOpcode.SEND || opcode == WrOpcode.RDMA_WRITE_WITH_IMM) {
+                flags |= SendFlags.SOLICITED; // wakes a peer armed for solicited completions (SolicitedWakeups)
+            }
             if (++unsignalled >= SIGNAL_EVERY || i == count - 1) {
-                wrs.sendFlags(i, wrs.sendFlags(i) | SendFlags.SIGNALED);
+                flags |= SendFlags.SIGNALED;
                 unsignalled = 0;
+            }
+            wrs.sendFlags(i, flags);
+            if (awaited || opcode != WrOpcode.SEND || slotBytes[(int) wrs.wrId(i)] > 0) {
+                awaitedAfter = postedCount + i + 1;
             }
         }
         int rc = qp.postSend(wrs, 0, count);
         if (rc < 0) {
             throw new VerbsException("ibv_post_send", -rc, "work request " + wrs.badIndex() + " of " + count);
         }
+        postedCount += count;
+        awaitedUntil = awaitedAfter;
         counters.workRequestsPosted += count;
         loopCounters.workRequestsPosted += count;
         for (int i = 0; i < count; i++) {
             if ((wrs.sendFlags(i) & SendFlags.INLINE) != 0) {
                 releaseStaging((int) wrs.wrId(i)); // the device copied it at post
             }
+        }
+        updateAwaiting();
+    }
+
+    /**
+     * Tells the loop whether it must wake for every completion for this connection: one this queue awaits is in flight,
+     * the queue is nearly full (a write or a control message may wait for a place: they need at most two), or the
+     * peer's messages are not solicited.
+     */
+    private void updateAwaiting() {
+        boolean a = peerUnsolicited || retiredCount < awaitedUntil || inUse > depth - 2;
+        if (a != awaiting) {
+            awaiting = a;
+            wakeups.queueAwaits(a);
         }
     }
 
@@ -441,10 +494,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             throws IOException {
         int slot = next;
         wrs.setSend(0, wrIdBase | slot, opcode, 0).remote(0, remoteAddress, rkey).addSge(0, address, length, lkey);
-        post(1);
         slotBytes[slot] = 0;
         slotControl[slot] = true;
         advance();
+        post(1, true);
         return slot;
     }
 
@@ -490,8 +543,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
                 probeSlot = -1;
             }
             inUse--;
+            retiredCount++;
             oldest = retired + 1 == depth ? 0 : retired + 1;
             if (retired == slot) {
+                updateAwaiting();
                 return bytes;
             }
         }

@@ -62,6 +62,8 @@ final class HostilePeer implements AutoCloseable {
     final CleanableDirectBuffer sendMemory = PlatformDependent.allocateDirect(65536, true);
     MemoryRegion recvMr;
     private boolean nudged;
+    /** Whether its SENDs and WRITE_WITH_IMMs ask for a solicited event, as the transport's own do. */
+    boolean solicit;
     /** Whether {@link #startConnect} adds a probe target to the handshake: 8 bytes of {@link #sendMr}. */
     boolean offerProbeTarget;
     MemoryRegion sendMr;
@@ -253,7 +255,8 @@ final class HostilePeer implements AutoCloseable {
     }
 
     private void post(int opcode, int length, int rkey, long address) {
-        wrs.setSend(0, SEND_WR_ID, opcode, SendFlags.SIGNALED);
+        boolean solicited = solicit && (opcode == WrOpcode.SEND || opcode == WrOpcode.RDMA_WRITE_WITH_IMM);
+        wrs.setSend(0, SEND_WR_ID, opcode, SendFlags.SIGNALED | (solicited ? SendFlags.SOLICITED : 0));
         if (length > 0) {
             wrs.addSge(0, sendMr.address(), length, sendMr.lkey());
         }
