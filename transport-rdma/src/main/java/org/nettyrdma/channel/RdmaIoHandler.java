@@ -250,8 +250,12 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         boolean solicitedOnly = solicitedOnly();
+        boolean armedSolicited = false;
         for (int i = 0; i < devices.size(); i++) {
-            devices.get(i).cq.requestNotify(solicitedOnly);
+            DeviceQueues q = devices.get(i);
+            boolean s = solicitedOnly && q.solicitedEvents;
+            q.cq.requestNotify(s);
+            armedSolicited |= s;
         }
         work = poll(); // what arrived before the queues were armed raises no event
         if (work > 0) {
@@ -262,7 +266,7 @@ public final class RdmaIoHandler implements IoHandler {
         try {
             if (context.canBlock()) { // a task that came before the flag was set signalled nothing: look again
                 counters.waits++;
-                if (solicitedOnly) {
+                if (armedSolicited) {
                     counters.solicitedWaits++;
                 }
                 waiter.await(context.delayNanos(System.nanoTime()));
@@ -1024,6 +1028,12 @@ public final class RdmaIoHandler implements IoHandler {
         final CompletionChannel channel;
         final CompletionQueue cq;
         final int capacity;
+        /**
+         * Whether a receive of a solicited message raises a solicited event here, so that the queue may be armed for
+         * those only ({@link SolicitedWakeups}): not on iWARP, where soft-iWARP raises none for any receive (its
+         * loops armed that way slept through every message until their tick, measured in the VM).
+         */
+        final boolean solicitedEvents;
         int reserved;
         /** The channels that asked for these queues (their QPs may use the CQ): the ones to fail if it fails. */
         final Set<RdmaIoHandle> users = Collections.newSetFromMap(new IdentityHashMap<>());
@@ -1042,6 +1052,7 @@ public final class RdmaIoHandler implements IoHandler {
             this.channel = channel;
             this.cq = cq;
             this.capacity = capacity;
+            this.solicitedEvents = device.attributes().transport() != DeviceAttributes.Transport.IWARP;
         }
 
         DeviceQueues usedBy(RdmaIoHandle handle) {

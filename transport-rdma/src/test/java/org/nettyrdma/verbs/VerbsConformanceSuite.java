@@ -1332,6 +1332,39 @@ public abstract class VerbsConformanceSuite {
         assertNoCqEvent(client.channel);
     }
 
+    /**
+     * A CQ armed for solicited completions only ({@code ibv_req_notify_cq(cq, 1)}, as an idle event loop arms its queue
+     * while nothing waits for its own sends): the receive of an unsolicited SEND raises no event, nor the sender's own
+     * successful completion; the receive of a SEND posted with {@code SOLICITED} does, on IB and RoCE. Not on iWARP:
+     * soft-iWARP raises no solicited event for any receive (the emulated iWARP device copies it), which is why the
+     * transport's loop arms iWARP queues for every completion; should this fail there, the device does raise them.
+     */
+    @Test
+    void solicitedOnlyArmingReportsSolicitedReceivesOnly() throws Exception {
+        fx.connect(fx.options());
+        MemoryRegion in = server.register(SIZE, LOCAL_WRITE);
+        MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
+        postRecvs(in, 2, 64);
+        assertEquals(0, server.recvCq.requestNotify(true));
+        assertEquals(0, client.sendCq.requestNotify(true));
+        client.send(1, out, 0, 8);
+        assertWc(client.sendCompletion(), 1, WcStatus.SUCCESS);
+        assertWc(server.recvCompletions(1).get(0), 0, WcStatus.SUCCESS);
+        assertNoCqEvent(server.channel); // an unsolicited receive
+        assertNoCqEvent(client.channel); // a successful send
+        fx.wr(0, 2, WrOpcode.SEND, SIGNALED | SendFlags.SOLICITED, out, 0, 8);
+        fx.assertPosted(client.postSend(1));
+        assertWc(client.sendCompletion(), 2, WcStatus.SUCCESS);
+        assertWc(server.recvCompletions(1).get(0), 1, WcStatus.SUCCESS);
+        if (fx.device.attributes().transport() == Transport.IWARP) {
+            assertNoCqEvent(server.channel);
+        } else {
+            assertSame(server.recvCq, awaitCqEvent(server.channel), "a solicited receive raised no event");
+            server.recvCq.ackEvents(1);
+            assertNoCqEvent(client.channel);
+        }
+    }
+
     @Test
     void closingCqWithUnackedEventsIsEbusy() throws Exception {
         fx.connect(fx.options());

@@ -54,6 +54,11 @@ final class EmulatedQueuePair implements QueuePair {
     private final boolean sendWithInvalidate;
     /** iWARP: a message that finds no receive here terminates the connection instead of being retried (RNR). */
     private final boolean terminatesWithoutReceive;
+    /**
+     * Whether a receive of a SEND or WRITE_WITH_IMM that asked for a solicited event completes as solicited: not on
+     * iWARP, as soft-iWARP never reports one (a CQ armed for solicited completions only is not woken by any receive).
+     */
+    private final boolean solicitedReceives;
     private final boolean signalAll;
     private final Runnable rnrTimerTask = this::onRnrTimer;
 
@@ -116,6 +121,7 @@ final class EmulatedQueuePair implements QueuePair {
         this.windows = device.attributes().supportsMemoryWindows();
         this.sendWithInvalidate = device.attributes().supportsSendWithInvalidate();
         this.terminatesWithoutReceive = device.attributes().transport() == DeviceAttributes.Transport.IWARP;
+        this.solicitedReceives = !terminatesWithoutReceive;
         this.signalAll = caps.signalAll();
         sqSize = caps.maxSendWr();
         sqSge = Math.max(1, caps.maxSendSge());
@@ -532,7 +538,7 @@ final class EmulatedQueuePair implements QueuePair {
         r.head++;
         p.recvCq.add(r.wrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV, (int) total,
                 imm || invalidated != null ? sqImm[slot] : 0, p.qpNum, flags,
-                (sqFlags[slot] & SendFlags.SOLICITED) != 0);
+                p.solicitedReceives && (sqFlags[slot] & SendFlags.SOLICITED) != 0);
         return WcStatus.SUCCESS;
     }
 
@@ -546,7 +552,7 @@ final class EmulatedQueuePair implements QueuePair {
         int rslot = r.headSlot();
         r.head++;
         p.recvCq.add(r.wrId[rslot], WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, total, sqImm[slot], p.qpNum,
-                WcOpcode.FLAG_WITH_IMM, (sqFlags[slot] & SendFlags.SOLICITED) != 0);
+                WcOpcode.FLAG_WITH_IMM, p.solicitedReceives && (sqFlags[slot] & SendFlags.SOLICITED) != 0);
         return WcStatus.SUCCESS;
     }
 
