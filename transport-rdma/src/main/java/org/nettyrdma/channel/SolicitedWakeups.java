@@ -11,8 +11,9 @@ package org.nettyrdma.channel;
  * does not have (docs/performance.md). So the loop arms for solicited completions only while nothing it runs waits for
  * a completion of its own: no send queue has a work request in flight whose completion settles bytes or ends
  * something (zero-copy bytes, a FIN, a probe, a ring write, a bind) or is nearly full ({@link SendQueue}), no staging
- * pool has a waiter, and no connection's peer leaves its messages unsolicited (its send queue counts as waiting). Event-loop
- * thread only.
+ * pool has a waiter, and no connection's peer leaves its messages unsolicited (its send queue counts as waiting). Queues
+ * of iWARP devices are armed for every completion whatever this says: soft-iWARP raises no solicited event for a
+ * receive ({@code RdmaIoHandler.DeviceQueues.solicitedEvents}). Event-loop thread only.
  */
 final class SolicitedWakeups {
     private final boolean enabled;

@@ -49,9 +49,24 @@ class RdmaTransportSolicitedWakeupsTest {
     private Channel server;
 
     private void startEchoServer(RdmaIoHandlerConfig config) throws Exception {
+        startEchoServer(config, RdmaTestSupport.anyPort());
+    }
+
+    private void startEchoServer(RdmaIoHandlerConfig config, InetSocketAddress address) throws Exception {
         serverGroup = RdmaTestSupport.newGroup(1, "solicited-server", serverHandlers, config);
         server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(new RdmaIoHandlerTest.Echo())
-                .bind(RdmaTestSupport.anyPort()).sync().channel();
+                .bind(address).sync().channel();
+    }
+
+    /** One of our channels, on a loop of its own, connected to {@link #server}; what it reads goes to {@code echoed}. */
+    private Channel connectClient(LinkedBlockingQueue<ByteBuf> echoed) throws InterruptedException {
+        clientGroup = RdmaTestSupport.newGroup(1, "solicited-client", clientHandlers, RdmaTestSupport.config());
+        return RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                echoed.add((ByteBuf) msg);
+            }
+        }).connect(server.localAddress()).sync().channel();
     }
 
     @AfterEach
@@ -119,17 +134,9 @@ class RdmaTransportSolicitedWakeupsTest {
     @Test
     void iwarpQueuesAreArmedForEveryCompletion() throws Exception {
         assumeFalse(RdmaTestSupport.isNative(), "the emulated iWARP device; on a native one the other cases cover it");
-        serverGroup = RdmaTestSupport.newGroup(1, "solicited-server", serverHandlers, RdmaTestSupport.config());
-        server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(new RdmaIoHandlerTest.Echo())
-                .bind(new InetSocketAddress(RdmaTestSupport.emulatedIwarpAddress(), 0)).sync().channel();
-        clientGroup = RdmaTestSupport.newGroup(1, "solicited-client", clientHandlers, RdmaTestSupport.config());
+        startEchoServer(RdmaTestSupport.config(), new InetSocketAddress(RdmaTestSupport.emulatedIwarpAddress(), 0));
         LinkedBlockingQueue<ByteBuf> echoed = new LinkedBlockingQueue<>();
-        Channel ch = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter() {
-            @Override
-            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                echoed.add((ByteBuf) msg);
-            }
-        }).connect(server.localAddress()).sync().channel();
+        Channel ch = connectClient(echoed);
         try {
             long start = System.nanoTime();
             for (int i = 0; i < ECHOES; i++) {
@@ -171,15 +178,9 @@ class RdmaTransportSolicitedWakeupsTest {
     @Test
     void aWriteThatSettlesAtItsCompletionKeepsItsLoopWakingForIt() throws Exception {
         startEchoServer(RdmaTestSupport.config());
-        clientGroup = RdmaTestSupport.newGroup(1, "solicited-client", clientHandlers, RdmaTestSupport.config());
-        RdmaIoHandler handler = clientHandlers.get(0);
         LinkedBlockingQueue<ByteBuf> echoed = new LinkedBlockingQueue<>();
-        Channel ch = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter() {
-            @Override
-            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                echoed.add((ByteBuf) msg);
-            }
-        }).connect(server.localAddress()).sync().channel();
+        Channel ch = connectClient(echoed);
+        RdmaIoHandler handler = clientHandlers.get(0);
         try {
             int size = 65536;
             ByteBuf registered = RdmaByteBufAllocator.DEFAULT.directBuffer(size);
