@@ -293,8 +293,11 @@ public final class RdmaIoHandler implements IoHandler {
         return work;
     }
 
-    /** Whether to arm for solicited completions only: nothing on this loop waits for a send completion. */
-    private boolean solicitedOnly() {
+    /**
+     * Whether to arm for solicited completions only (on devices that raise solicited events): nothing on this loop waits
+     * for a send completion. Loop only; package-private for tests.
+     */
+    boolean solicitedOnly() {
         if (!wakeups.solicitedOnly()) {
             return false;
         }

@@ -24,6 +24,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -316,7 +317,14 @@ class RdmaTransportSendStagingTest {
                     holder.write(io.netty.buffer.Unpooled.buffer(size - 4).writeZero(size - 4));
                 }
                 holder.flush();
-                waiter.writeAndFlush(io.netty.buffer.Unpooled.buffer(1000).writeZero(1000));
+                boolean[] waitingAndSolicitedOnly = RdmaTestSupport.onLoop(waiter, () -> {
+                    waiter.writeAndFlush(io.netty.buffer.Unpooled.buffer(1000).writeZero(1000));
+                    return new boolean[] {pool.waiterCount() > 0, handler.solicitedOnly()};
+                });
+                assertTrue(waitingAndSolicitedOnly[0], () -> "the write did not wait for staging: " + pool);
+                // the holder's SENDs are copied (settled at post): only the pool's waiter makes the loop wake for them
+                assertFalse(waitingAndSolicitedOnly[1], "the loop would arm for solicited completions only while a "
+                        + "write waits for a staging slot that a completion gives back");
                 long expected = 16L * (size - 4) + 1000;
                 RdmaTestSupport.awaitCondition("every byte at the server, the waiting write's too",
                         () -> RdmaIoHandler.counters(serverGroup).bytesReceived() == expected, 10_000,
