@@ -34,7 +34,9 @@ if [ -z "${NETTY_RDMA_VM:-}" ]; then
   ls "$transport"/target/classes/META-INF/native/libnetty_rdma_*.so > /dev/null 2>&1 ||
     { echo "$vm_script: no native library in transport-rdma/target/classes" >&2; exit 2; }
   if [ ! -s "$cpfile" ] || [ "$module/pom.xml" -nt "$cpfile" ]; then
-    (cd "$root" && mvn -B -q -pl shuffle dependency:build-classpath -Dmdep.includeScope=test \
+    # in the reactor (-am), as grpc.sh does: the transport resolves to its target/classes, never to a copy a
+    # 'mvn install' of one module left in ~/.m2 without its parent pom
+    (cd "$root" && mvn -B -q -pl shuffle -am test-compile dependency:build-classpath -Dmdep.includeScope=test \
       -Dmdep.outputFile="$cpfile") || { echo "$vm_script: mvn dependency:build-classpath failed" >&2; exit 2; }
   fi
   [ "${1:-}" = --prepare ] && exit 0
