@@ -24,7 +24,7 @@ import java.util.Objects;
  * left as they are: larger ones measured no better (docs/grpc.md has the measurements behind each choice).
  *
  * <pre>{@code
- * EventLoopGroup group = RdmaGrpc.newEventLoopGroup(2, new RdmaIoHandlerConfig());
+ * EventLoopGroup group = RdmaGrpc.newEventLoopGroup(2); // or (2, RdmaGrpc.newIoHandlerConfig().setProvider(...))
  * Server server = RdmaGrpc.configure(NettyServerBuilder.forAddress(address), group).addService(service).build();
  * ManagedChannel channel = RdmaGrpc.configure(NettyChannelBuilder.forAddress(address), group).usePlaintext().build();
  * }</pre>
@@ -45,9 +45,33 @@ public final class RdmaGrpc {
     private RdmaGrpc() {
     }
 
+    /** The system property that, when set, decides the busy-poll back-off instead of {@link #newIoHandlerConfig}. */
+    static final String BUSY_POLL_BACK_OFF_PROPERTY = "org.nettyrdma.busyPollBackOff";
+
+    /**
+     * The event-loop configuration for gRPC: {@link RdmaIoHandlerConfig}'s defaults (its system properties included)
+     * with the busy-poll back-off on, unless {@code -Dorg.nettyrdma.busyPollBackOff} says otherwise. Every hand-off
+     * of a gRPC call goes through a thread that is not an event loop (gRPC's executor on the server, the caller on
+     * the client), so a loop's reply rarely comes within its spin: spinning before every wait only took CPU from
+     * those threads (docs/grpc.md "Busy-polling for gRPC"); a loop that keeps finding work while it spins (a stream)
+     * keeps spinning.
+     */
+    public static RdmaIoHandlerConfig newIoHandlerConfig() {
+        RdmaIoHandlerConfig config = new RdmaIoHandlerConfig();
+        if (System.getProperty(BUSY_POLL_BACK_OFF_PROPERTY) == null) {
+            config.setBusyPollBackOff(true);
+        }
+        return config;
+    }
+
+    /** {@code threads} RDMA event loops configured by {@link #newIoHandlerConfig()}. */
+    public static EventLoopGroup newEventLoopGroup(int threads) {
+        return newEventLoopGroup(threads, newIoHandlerConfig());
+    }
+
     /**
      * A group of {@code threads} RDMA event loops (daemon threads named {@code netty-rdma-grpc-*}) with
-     * {@code config}: what {@link #configure} gives the builders.
+     * {@code config}: what {@link #configure} gives the builders. Start from {@link #newIoHandlerConfig()}.
      */
     public static EventLoopGroup newEventLoopGroup(int threads, RdmaIoHandlerConfig config) {
         return new MultiThreadIoEventLoopGroup(threads, new DefaultThreadFactory("netty-rdma-grpc", true),

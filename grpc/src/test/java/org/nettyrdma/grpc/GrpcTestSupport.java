@@ -81,9 +81,12 @@ final class GrpcTestSupport {
         return isNative() ? 60_000 : 10_000;
     }
 
-    /** The RDMA event loops of the tests' clients and in-process servers: the provider under test, no busy polling. */
+    /**
+     * The RDMA event loops of the tests' clients and in-process servers: {@link RdmaGrpc}'s, on the provider under
+     * test, with no busy polling.
+     */
     static EventLoopGroup newGroup(int threads) {
-        return RdmaGrpc.newEventLoopGroup(threads, new RdmaIoHandlerConfig().setProvider(provider())
+        return RdmaGrpc.newEventLoopGroup(threads, RdmaGrpc.newIoHandlerConfig().setProvider(provider())
                 .setBusyPollNanos(0));
     }
 

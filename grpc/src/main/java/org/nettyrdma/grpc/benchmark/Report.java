@@ -33,7 +33,8 @@ final class Report {
                 + "8 MiB unary: 10^6 bytes/s of request and echo, sequential calls\n"
                 + "each cell: the median of " + rounds + " rounds; a round runs every transport in turn, so that a "
                 + "change of the machine's load falls on all of them\n"
-                + "rdma: org.nettyrdma.grpc.RdmaGrpc's configuration; rdma-plain: channel types and event loops only";
+                + "rdma: org.nettyrdma.grpc.RdmaGrpc's configuration and event loops; rdma-plain: channel types and the "
+                + "transport's default event loops only";
     }
 
     /** One round's measurements of a transport. */
