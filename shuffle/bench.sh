@@ -7,7 +7,8 @@ module=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$module/.." && pwd)
 cpfile=$module/target/bench-classpath.txt
 if [ ! -s "$cpfile" ] || [ "$module/pom.xml" -nt "$cpfile" ]; then
-  (cd "$root" && mvn -B -q -pl shuffle dependency:build-classpath -Dmdep.outputFile="$cpfile")
+  # in the reactor (-am): the transport resolves to its build here, not to whatever ~/.m2 holds (or lacks)
+  (cd "$root" && mvn -B -q -pl shuffle -am test-compile dependency:build-classpath -Dmdep.outputFile="$cpfile")
 fi
 # the transport as built here, not a jar installed earlier
 deps=$(tr ':' '\n' < "$cpfile" | grep -Ev '/netty-rdma-transport-[^/]*\.jar$' | paste -sd: -)
