@@ -23,8 +23,9 @@ import org.nettyrdma.grpc.RdmaGrpc;
 /**
  * One row of the benchmark: how its event loops are made and how it configures gRPC's builders. {@code rdma} is
  * {@link RdmaGrpc}'s configuration (its event loops too); {@code rdma-plain} what a new user writes first (channel
- * types and event loops only: grpc-netty's own allocator, the transport's default receive buffers and event loops); {@code rdma-4m} and {@code rdma-ready}
- * are {@code rdma} with a larger window or on-ready threshold (the alternatives measured before choosing);
+ * types and event loops only: grpc-netty's own allocator, the transport's default receive buffers and event loops);
+ * {@code rdma-4m} and {@code rdma-ready} are {@code rdma} with a larger window or on-ready threshold (the
+ * alternatives measured before choosing);
  * {@code nio} and {@code epoll} are Netty's TCP transports with gRPC's defaults.
  */
 enum BenchTransport {
