@@ -80,6 +80,29 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
     private int slot;
     private ByteBuffer tmpNioBuf;
     private RegisteredRegion tmpNioBufRegion;
+    /**
+     * A send queue gave this buffer's memory to the device (a zero-copy SGE or ring write, of it or of a slice): if
+     * it grows past its slot, its old memory is kept until release, as a SEND in flight may still read it. Volatile:
+     * the application may grow a buffer on its own thread after writing a slice of it.
+     */
+    private volatile boolean sentInPlace;
+    /** Memory this buffer grew out of while {@link #sentInPlace}, freed at release. */
+    private Retired retired;
+
+    /** Memory a buffer grew out of, kept until its release. */
+    private static final class Retired {
+        final RegisteredRegion region;
+        final RdmaByteBufAllocator.Slab slab;
+        final int slot;
+        final Retired next;
+
+        Retired(RegisteredRegion region, RdmaByteBufAllocator.Slab slab, int slot, Retired next) {
+            this.region = region;
+            this.slab = slab;
+            this.slot = slot;
+            this.next = next;
+        }
+    }
 
     private RdmaByteBuf(Recycler.Handle<RdmaByteBuf> recyclerHandle) {
         super(0);
@@ -205,12 +228,30 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
         if (newCapacity < oldLength) {
             trimIndicesToCapacity(newCapacity);
         }
-        pool.free(oldRegion, oldSlab, oldSlot);
+        if (sentInPlace) {
+            // a zero-copy SEND of the old memory may be in flight: the buffer (or a slice) stays in the channel's
+            // outbound buffer until its completion, so the memory is safe to free when the buffer is released
+            retired = new Retired(oldRegion, oldSlab, oldSlot, retired);
+        } else {
+            pool.free(oldRegion, oldSlab, oldSlot);
+        }
         return this;
+    }
+
+    /** A send queue hands this buffer's memory to the device; see {@link #sentInPlace}. Event loop only. */
+    void markSentInPlace() {
+        if (!sentInPlace) {
+            sentInPlace = true;
+        }
     }
 
     @Override
     protected void deallocate() {
+        sentInPlace = false;
+        for (Retired r = retired; r != null; r = r.next) {
+            pool.free(r.region, r.slab, r.slot);
+        }
+        retired = null;
         LendHook lendHook = this.lendHook;
         if (lendHook != null) {
             this.lendHook = null;

@@ -597,6 +597,14 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         private long settles;
         private int copied;
         private int sges;
+        /**
+         * The SGE over the staging slot that copied bytes go to now, or -1 after a zero-copy SGE; its first byte's
+         * offset in the slot. SGE 0 (header, then copied bytes) is the first; copies after a zero-copy SGE open
+         * another, further into the slot: staged bytes lie in the slot in the order the SGEs send them.
+         */
+        private int stagingSge;
+        private int stagingStart;
+        private final RegisteredSource source = new RegisteredSource();
         /** The staging of the SEND being built: its region's view, its offset there. */
         private ByteBuffer view;
         private int base;
@@ -626,15 +634,17 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             index += (int) skip;
             readable -= (int) skip;
             skip = 0;
-            // protocol v2: registered buffers go straight into the peer's ring, as far as it has room
-            RdmaByteBuf ringable = peerRing != null && buf.writerIndex() >= config.getZeroCopyThreshold()
-                    ? RdmaByteBuf.unwrap(buf) : null;
-            MemoryRegion ringMr = ringable != null ? memoryRegion(ringable) : null;
+            // the buffer's size decides (what was written into it), not the fragment's: the tail of a large
+            // registered buffer goes out directly too
+            MemoryRegion mr = buf.writerIndex() >= config.getZeroCopyThreshold() && source.locate(buf)
+                    ? memoryRegion(source.root()) : null;
             while (readable > 0) {
-                // at least a SEND's worth: shorter registered pieces gather better as SGEs of SENDs (one credit for
-                // several), as the 4 KiB stream measured (docs/performance.md)
-                if (ringMr != null && readable >= messageSize) {
-                    int n = ringWrite(ringMr.address() + ringable.regionOffset() + index, ringMr.lkey(),
+                // protocol v2: registered buffers go straight into the peer's ring, as far as it has room; at least a
+                // SEND's worth: shorter registered pieces gather better as SGEs of SENDs (one credit for several), as
+                // the 4 KiB stream measured (docs/performance.md)
+                if (peerRing != null && mr != null && readable >= messageSize) {
+                    source.root().markSentInPlace();
+                    int n = ringWrite(mr.address() + source.regionOffset(index), mr.lkey(),
                             Math.min(readable, peerRing.maxMessage()));
                     if (n < 0) {
                         return false;
@@ -655,20 +665,24 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
                     continue;
                 }
                 int n = Math.min(room, readable);
-                // the buffer's size decides (what was written into it), not the fragment's: the tail of a large
-                // registered buffer goes out directly too
-                RdmaByteBuf registered = buf.writerIndex() >= config.getZeroCopyThreshold() && sges < maxSge
-                        ? RdmaByteBuf.unwrap(buf) : null;
-                MemoryRegion mr = registered != null ? memoryRegion(registered) : null;
-                if (mr != null) {
-                    wrs.addSge(count, mr.address() + registered.regionOffset() + index, n, mr.lkey());
+                if (mr != null && sges < maxSge) {
+                    closeStaging();
+                    source.root().markSentInPlace();
+                    wrs.addSge(count, mr.address() + source.regionOffset(index), n, mr.lkey());
                     sges++;
                     counters.zeroCopyBytes += n;
-                } else if (sges == 1) {
+                } else if (stagingSge >= 0 || sges < maxSge) {
                     int at = base + RdmaProtocol.HEADER_LENGTH + copied;
                     view.limit(at + n).position(at);
                     buf.getBytes(index, view);
                     view.clear();
+                    if (stagingSge < 0) {
+                        // copied bytes after a zero-copy SGE: a further SGE over the slot (its length set when it
+                        // closes), so that frame headers between registered pieces do not end the SEND
+                        stagingSge = sges++;
+                        stagingStart = RdmaProtocol.HEADER_LENGTH + copied;
+                        wrs.addSge(count, pool.address(staged[slot]) + stagingStart, n, pool.lkey(staged[slot]));
+                    }
                     copied += n;
                     counters.copies++;
                     counters.copiedBytes += n;
@@ -777,6 +791,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             settles = 0;
             copied = 0;
             sges = 1;
+            stagingSge = 0;
+            stagingStart = 0;
             view = pool.view(s);
             base = pool.offset(s);
             wrs.setSend(count, wrIdBase | slot, WrOpcode.SEND, 0)
@@ -786,9 +802,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         }
 
         private void end() {
-            int s = staged[slot];
             RdmaProtocol.putHeader(view, base, RdmaProtocol.TYPE_DATA, credits.takeOwed());
-            wrs.setSge(count, 0, pool.address(s), RdmaProtocol.HEADER_LENGTH + copied, pool.lkey(s));
+            closeStaging();
             if (sges == 1 && RdmaProtocol.HEADER_LENGTH + copied <= maxInline) {
                 wrs.sendFlags(count, SendFlags.INLINE);
             }
@@ -863,6 +878,16 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             occupy();
             count++;
             return i;
+        }
+
+        /** Sets the length of the SEND's staging SGE being filled, if any: the bytes copied since it began. */
+        private void closeStaging() {
+            if (stagingSge >= 0) {
+                int s = staged[slot];
+                wrs.setSge(count, stagingSge, pool.address(s) + stagingStart,
+                        RdmaProtocol.HEADER_LENGTH + copied - stagingStart, pool.lkey(s));
+                stagingSge = -1;
+            }
         }
 
         /** Ends the SEND being built; one with no payload yet (its first bytes failed) is dropped, not posted. */

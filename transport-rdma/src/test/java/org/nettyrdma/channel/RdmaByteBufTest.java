@@ -439,6 +439,76 @@ class RdmaByteBufTest {
         }
     }
 
+    /**
+     * A buffer whose memory a SEND may still read (sent in place, itself or a slice of it) keeps the memory it grows
+     * out of until it is released; one never sent in place gives it back at once.
+     */
+    @Test
+    void memorySentInPlaceIsKeptUntilReleaseWhenTheBufferGrows() {
+        RdmaByteBufAllocator pool = new RdmaByteBufAllocator();
+        for (boolean sent : new boolean[] {false, true}) {
+            RdmaByteBuf buf = pool.untrackedBuffer(1024, 1 << 20);
+            buf.writeBytes(new byte[1024]);
+            long small = pool.bytesInUse();
+            if (sent) {
+                buf.markSentInPlace();
+            }
+            buf.writeBytes(new byte[64 << 10]); // past its 1 KiB slot, into a larger one
+            long grown = pool.bytesInUse();
+            assertTrue(grown > small, "it moved to a larger slot");
+            buf.writeBytes(new byte[256 << 10]); // and again
+            if (sent) {
+                assertEquals(3, pool.buffersInUse(), "the slots it grew out of are kept: " + pool);
+            } else {
+                assertEquals(1, pool.buffersInUse(), "the slots it grew out of are free: " + pool);
+            }
+            assertTrue(buf.release());
+            assertEquals(0, pool.buffersInUse(), "all back at release (sent in place: " + sent + ")");
+            assertEquals(0, pool.bytesInUse());
+        }
+    }
+
+    /** A slice, a slice of a slice, a duplicate, through leak detection: the registered bytes behind them are found. */
+    @Test
+    @ResourceLock(LeakRecorder.LEVEL_LOCK) // it sets the level and restores it
+    void registeredSourceLooksThroughSlicesAndDuplicates() {
+        ResourceLeakDetector.Level level = ResourceLeakDetector.getLevel();
+        ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.PARANOID);
+        try {
+            ByteBuf tracked = buffer(256);
+            tracked.writeZero(256);
+            RdmaByteBuf root = RdmaByteBuf.unwrap(tracked);
+            RegisteredSource source = new RegisteredSource();
+            assertTrue(source.locate(tracked));
+            assertSame(root, source.root());
+            assertEquals(root.regionOffset() + 7, source.regionOffset(7));
+            ByteBuf slice = tracked.slice(10, 100);
+            assertTrue(source.locate(slice));
+            assertSame(root, source.root());
+            assertEquals(root.regionOffset() + 10 + 5, source.regionOffset(5));
+            assertTrue(source.locate(slice.slice(20, 30).duplicate()));
+            assertEquals(root.regionOffset() + 30 + 1, source.regionOffset(1));
+            ByteBuf retained = tracked.retainedSlice(40, 8);
+            assertTrue(source.locate(retained));
+            assertEquals(root.regionOffset() + 40, source.regionOffset(0));
+            retained.release();
+            // the bytes at the offsets found are the buffer's
+            tracked.setByte(10 + 5, 42);
+            assertTrue(source.locate(slice));
+            assertEquals(42, root.getByte(source.regionOffset(5) - root.regionOffset()));
+
+            CompositeByteBuf composite = Unpooled.compositeBuffer().addComponent(true, tracked.retain());
+            assertFalse(source.locate(composite));
+            composite.release();
+            ByteBuf direct = Unpooled.directBuffer(8);
+            assertFalse(source.locate(direct.slice(1, 2)));
+            assertNull(source.root());
+            direct.release();
+        } finally {
+            ResourceLeakDetector.setLevel(level);
+        }
+    }
+
     @Test
     void lentBufferTellsItsLenderOnceWhenReleased() {
         RdmaByteBufAllocator pool = new RdmaByteBufAllocator();
