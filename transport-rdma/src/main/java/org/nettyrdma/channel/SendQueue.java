@@ -1,6 +1,7 @@
 package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.CompositeByteBuf;
 import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.FileRegion;
 import io.netty.util.internal.logging.InternalLogger;
@@ -634,6 +635,33 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             index += (int) skip;
             readable -= (int) skip;
             skip = 0;
+            if (buf instanceof CompositeByteBuf) {
+                return processComponents((CompositeByteBuf) buf, index, readable);
+            }
+            return processBytes(buf, index, readable);
+        }
+
+        /**
+         * A composite's bytes component by component, so that registered ones go without copy: HTTP/2's flow
+         * controller merges a stream's queued DATA into a composite while it waits for the window.
+         * {@code internalComponent} is a slice that the composite makes once per component and keeps.
+         */
+        private boolean processComponents(CompositeByteBuf buf, int index, int readable) throws VerbsException {
+            int end = index + readable;
+            for (int c = buf.toComponentIndex(index); index < end && c < buf.numComponents(); c++) {
+                int start = buf.toByteIndex(c);
+                ByteBuf component = buf.internalComponent(c);
+                int n = Math.min(end, start + component.capacity()) - index;
+                if (n > 0 && !processBytes(component, index - start, n)) {
+                    return false;
+                }
+                index += Math.max(n, 0);
+            }
+            return true;
+        }
+
+        /** {@code readable} bytes of {@code buf} from {@code index} into SENDs (or the peer's ring). */
+        private boolean processBytes(ByteBuf buf, int index, int readable) throws VerbsException {
             // the buffer's size decides (what was written into it), not the fragment's: the tail of a large
             // registered buffer goes out directly too
             MemoryRegion mr = buf.writerIndex() >= config.getZeroCopyThreshold() && source.locate(buf)

@@ -473,7 +473,9 @@ final class RdmaTestSupport {
         /** A buffer of {@link RdmaByteBufAllocator#DEFAULT} (registered memory). */
         REGISTERED,
         /** A retained slice in the middle of a registered buffer. */
-        REGISTERED_SLICE
+        REGISTERED_SLICE,
+        /** A composite of registered slices of 4 KiB each (the last one shorter if the size is not a multiple). */
+        REGISTERED_SLICES_COMPOSITE
     }
 
     /** Picks the sizes and kinds of the writes of a stream. */
@@ -563,6 +565,14 @@ final class RdmaTestSupport {
                 ByteBuf slice = whole.retainedSlice(pad, size);
                 whole.release();
                 return slice;
+            }
+            case REGISTERED_SLICES_COMPOSITE: {
+                CompositeByteBuf c = Unpooled.compositeBuffer(Integer.MAX_VALUE);
+                for (int done = 0; done < size; done += 4096) {
+                    int n = Math.min(4096, size - done);
+                    c.addComponent(true, newBuffer(Kind.REGISTERED_SLICE, pattern, offset + done, n, r));
+                }
+                return c;
             }
             default:
                 throw new AssertionError(kind);

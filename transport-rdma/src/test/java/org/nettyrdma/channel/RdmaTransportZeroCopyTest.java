@@ -80,6 +80,16 @@ class RdmaTransportZeroCopyTest {
         assertEquals(TOTAL, c.bytesSent(), () -> "bytes sent: " + c);
     }
 
+    /** HTTP/2's flow controller merges queued DATA into a composite: its registered components go without copy. */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void compositesOfRegisteredSlicesAreSentWithoutCopy() throws Exception {
+        RdmaCounters c = transfer(sizesFrom4KiB(Kind.REGISTERED_SLICES_COMPOSITE));
+        assertEquals(0, c.copiedBytes(), () -> "copied bytes of composites of registered 4 KiB slices: " + c);
+        assertEquals(TOTAL, c.zeroCopyBytes(), () -> "zero-copy bytes: " + c);
+        assertEquals(TOTAL, c.bytesSent(), () -> "bytes sent: " + c);
+    }
+
     /**
      * HTTP/2's writes: a 9-byte frame header (copied), then the frame's data as a slice of a registered buffer (not
      * copied), again and again. The headers go into further staging SGEs between the slices', so the SENDs stay full
