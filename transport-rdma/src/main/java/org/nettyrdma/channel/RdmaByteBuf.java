@@ -81,9 +81,9 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
     private ByteBuffer tmpNioBuf;
     private RegisteredRegion tmpNioBufRegion;
     /**
-     * A send queue gave this buffer's memory to the device (a zero-copy SGE or ring write, of it or of a slice): if
-     * it grows past its slot, its old memory is kept until release, as a SEND in flight may still read it. Volatile:
-     * the application may grow a buffer on its own thread after writing a slice of it.
+     * A send queue found this buffer's memory fit to send in place (a zero-copy SGE or ring write, of it or of a
+     * slice, may read it): if it grows past its slot, its old memory is kept until release, as a SEND in flight may
+     * still read it. Volatile: the application may grow a buffer on its own thread after writing a slice of it.
      */
     private volatile boolean sentInPlace;
     /** Memory this buffer grew out of while {@link #sentInPlace}, freed at release. */
@@ -238,7 +238,7 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
         return this;
     }
 
-    /** A send queue hands this buffer's memory to the device; see {@link #sentInPlace}. Event loop only. */
+    /** A send queue may hand this buffer's memory to the device; see {@link #sentInPlace}. Event loop only. */
     void markSentInPlace() {
         if (!sentInPlace) {
             sentInPlace = true;

@@ -655,7 +655,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
                 if (n > 0 && !processBytes(component, index - start, n)) {
                     return false;
                 }
-                index += Math.max(n, 0);
+                index += n;
             }
             return true;
         }
@@ -666,12 +666,14 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             // registered buffer goes out directly too
             MemoryRegion mr = buf.writerIndex() >= config.getZeroCopyThreshold() && source.locate(buf)
                     ? memoryRegion(source.root()) : null;
+            if (mr != null) {
+                source.root().markSentInPlace();
+            }
             while (readable > 0) {
                 // protocol v2: registered buffers go straight into the peer's ring, as far as it has room; at least a
                 // SEND's worth: shorter registered pieces gather better as SGEs of SENDs (one credit for several), as
                 // the 4 KiB stream measured (docs/performance.md)
                 if (peerRing != null && mr != null && readable >= messageSize) {
-                    source.root().markSentInPlace();
                     int n = ringWrite(mr.address() + source.regionOffset(index), mr.lkey(),
                             Math.min(readable, peerRing.maxMessage()));
                     if (n < 0) {
@@ -695,7 +697,6 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
                 int n = Math.min(room, readable);
                 if (mr != null && sges < maxSge) {
                     closeStaging();
-                    source.root().markSentInPlace();
                     wrs.addSge(count, mr.address() + source.regionOffset(index), n, mr.lkey());
                     sges++;
                     counters.zeroCopyBytes += n;

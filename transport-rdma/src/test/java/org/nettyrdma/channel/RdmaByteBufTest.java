@@ -393,9 +393,7 @@ class RdmaByteBufTest {
     @Test
     @ResourceLock(LeakRecorder.LEVEL_LOCK) // it sets the level and restores it
     void unwrapThroughLeakDetectionWrappersOnly() {
-        ResourceLeakDetector.Level level = ResourceLeakDetector.getLevel();
-        ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.PARANOID);
-        try {
+        withParanoidLeakDetection(() -> {
             ByteBuf tracked = buffer(64);
             RdmaByteBuf rdma = RdmaByteBuf.unwrap(tracked);
             assertNotNull(rdma);
@@ -413,6 +411,15 @@ class RdmaByteBufTest {
             ByteBuf direct = Unpooled.directBuffer(8);
             assertNull(RdmaByteBuf.unwrap(direct));
             direct.release();
+        });
+    }
+
+    /** Runs {@code body} with every buffer wrapped by paranoid leak detection; the level is restored after. */
+    private static void withParanoidLeakDetection(Runnable body) {
+        ResourceLeakDetector.Level level = ResourceLeakDetector.getLevel();
+        ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.PARANOID);
+        try {
+            body.run();
         } finally {
             ResourceLeakDetector.setLevel(level);
         }
@@ -472,9 +479,7 @@ class RdmaByteBufTest {
     @Test
     @ResourceLock(LeakRecorder.LEVEL_LOCK) // it sets the level and restores it
     void registeredSourceLooksThroughSlicesAndDuplicates() {
-        ResourceLeakDetector.Level level = ResourceLeakDetector.getLevel();
-        ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.PARANOID);
-        try {
+        withParanoidLeakDetection(() -> {
             ByteBuf tracked = buffer(256);
             tracked.writeZero(256);
             RdmaByteBuf root = RdmaByteBuf.unwrap(tracked);
@@ -504,9 +509,7 @@ class RdmaByteBufTest {
             assertFalse(source.locate(direct.slice(1, 2)));
             assertNull(source.root());
             direct.release();
-        } finally {
-            ResourceLeakDetector.setLevel(level);
-        }
+        });
     }
 
     @Test
