@@ -2115,6 +2115,66 @@ public abstract class VerbsConformanceSuite {
         awaitState(client.qp(), QpState.ERROR, "the requester");
     }
 
+    /**
+     * The READ rendezvous' pull (docs/rendezvous-design.md): a large buffer read in consecutive chunks by READs posted
+     * at once, more of them than the connection lets be in flight (the rest wait in the requester's queue), through a
+     * window where the device has windows, else through the region's own REMOTE_READ. Every chunk arrives intact and
+     * the READs complete in posted order, on every device (siw too: only a READ and the SENDs after it may swap).
+     */
+    @Test
+    void rdmaReadsInChunksCompleteInOrder() throws Exception {
+        fx.connect(fx.options());
+        int chunk = 16 * 1024;
+        int reads = 2 * Math.max(1, Math.min(16, fx.device.attributes().maxQpRdAtom())) + 4;
+        int size = reads * chunk;
+        boolean windows = fx.device.attributes().supportsMemoryWindows();
+        MemoryRegion buffer = server.register(size, LOCAL_WRITE | (windows ? Access.MW_BIND : REMOTE_READ));
+        byte[] bytes = pattern(size, 27);
+        write(buffer, 0, bytes);
+        int rkey = windows
+                ? bind(server, fx.own(server.pd.allocMemoryWindow()), buffer, 0, size, REMOTE_READ, 1)
+                : buffer.rkey();
+        MemoryRegion local = client.register(size, LOCAL_WRITE);
+        for (int i = 0; i < reads; i++) {
+            fx.wr(i, 100 + i, WrOpcode.RDMA_READ, SIGNALED, local, i * chunk, chunk)
+                    .remote(i, buffer.address() + (long) i * chunk, rkey);
+        }
+        fx.assertPosted(client.postSend(reads));
+        List<Wc> completions = client.sendCompletions(reads);
+        for (int i = 0; i < reads; i++) {
+            Wc wc = completions.get(i);
+            assertWc(wc, 100 + i, WcStatus.SUCCESS);
+            assertEquals(WcOpcode.RDMA_READ, wc.opcode(), wc::toString);
+            assertEquals(chunk, wc.byteLen(), wc::toString);
+        }
+        assertArrayEquals(bytes, read(local, 0, size), "the chunks read");
+        observed("READs of " + chunk + " B posted at once, in order", reads + " (windows: " + windows + ")");
+    }
+
+    /**
+     * The rendezvous sender's teardown: deallocating a window that is still bound revokes it at once (a READ under its
+     * rkey is refused), and leaves its region free to be deregistered (a region with a bound window cannot be).
+     */
+    @Test
+    void rdmaReadAfterTheWindowIsDeallocatedIsRefused() throws Exception {
+        assumeMemoryWindows();
+        fx.connect(fx.options());
+        MemoryRegion buffer = server.register(SIZE, LOCAL_WRITE | Access.MW_BIND);
+        write(buffer, 0, pattern(SIZE, 28));
+        MemoryWindow mw = fx.own(server.pd.allocMemoryWindow());
+        int rkey = bind(server, mw, buffer, 0, SIZE, REMOTE_READ, 1);
+        MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
+        assertWc(rdmaRead(client, 2, local, 0, buffer.address(), rkey, 64), 2, WcStatus.SUCCESS);
+        assertArrayEquals(Arrays.copyOfRange(pattern(SIZE, 28), 0, 64), read(local, 0, 64));
+        mw.close();
+        Wc wc = rdmaRead(client, 3, local, 64, buffer.address(), rkey, 64);
+        observed("RDMA READ after ibv_dealloc_mw of the bound window", WcStatus.name(wc.status()));
+        assertWc(wc, 3, READ_REFUSALS);
+        assertArrayEquals(new byte[64], read(local, 64, 64), "a read through a deallocated window returned bytes");
+        awaitState(client.qp(), QpState.ERROR, "the requester");
+        buffer.close(); // deregistration: would fail with EINVAL were the window still bound
+    }
+
     /** The ring's revocation: after a LOCAL_INV of a window that granted REMOTE_WRITE, a WRITE under it is refused. */
     @Test
     void rdmaWriteAfterLocalInvalidateIsRefused() throws Exception {
