@@ -182,6 +182,15 @@ final class RdmaByteBuf extends AbstractReferenceCountedByteBuf {
         return region;
     }
 
+    /**
+     * Whether this buffer's memory is a region of its own that a memory window may be bound over (a buffer larger than
+     * its allocator's largest slot): a window over the region then exposes this buffer and nothing else.
+     */
+    boolean isAloneInRegion() {
+        RegisteredRegion region = this.region;
+        return slab == null && region != null && region.isBindable();
+    }
+
     /** The offset in {@link #region()} of buffer index 0. */
     int regionOffset() {
         return offset;

@@ -143,7 +143,8 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
         if (capacity <= maxPooledSize) {
             sizeClasses[sizeClassIndex(capacity)].allocate(buf, capacity);
         } else {
-            RegisteredRegion region = new RegisteredRegion(capacity, registeredBytes);
+            // alone in its region: a memory window may expose exactly this buffer (the READ rendezvous)
+            RegisteredRegion region = new RegisteredRegion(capacity, registeredBytes, true);
             regionBytes.addAndGet(capacity);
             regions.incrementAndGet();
             dedicatedInUse.incrementAndGet();

@@ -34,6 +34,12 @@ final class RegisteredRegion {
      * write it with RDMA READ or WRITE (protocol v1 exposes no memory; docs/protocol.md, "What a peer can touch").
      */
     static final int ACCESS = Access.LOCAL_WRITE;
+    /**
+     * {@link #ACCESS} plus {@code MW_BIND}, for a region that a memory window may expose to one connection's peer (the
+     * READ rendezvous, docs/rendezvous-design.md): it grants no remote access by itself (the rkey stays 0); only a
+     * window bound over the region does, and only to the QP it is bound to.
+     */
+    static final int BINDABLE_ACCESS = Access.LOCAL_WRITE | Access.MW_BIND;
 
     private static final MemoryRegion[] NO_MRS = new MemoryRegion[0];
     /** Bytes registered in each protection domain (one per device), by every region of the process. */
@@ -43,6 +49,8 @@ final class RegisteredRegion {
     private final ByteBuffer memory;
     private final int capacity;
     private final AtomicLong registeredBytes;
+    /** Registered with {@link #BINDABLE_ACCESS} in protection domains whose device has memory windows. */
+    private final boolean bindable;
     /** One per protection domain, copy-on-write: readers scan it without the lock. */
     private volatile MemoryRegion[] mrs = NO_MRS;
     private boolean closed; // guarded by this
@@ -58,12 +66,24 @@ final class RegisteredRegion {
      * @param registeredBytes counts the bytes registered (once per protection domain), or {@code null}
      */
     RegisteredRegion(int capacity, AtomicLong registeredBytes) {
+        this(capacity, registeredBytes, false);
+    }
+
+    /**
+     * A region of {@code capacity} bytes of new, zeroed direct memory that {@link #close()} frees.
+     *
+     * @param registeredBytes counts the bytes registered (once per protection domain), or {@code null}
+     * @param bindable        whether a memory window may be bound over it: registered with {@link #BINDABLE_ACCESS} in a
+     *                        protection domain whose device has windows, else with {@link #ACCESS}
+     */
+    RegisteredRegion(int capacity, AtomicLong registeredBytes, boolean bindable) {
         ObjectUtil.checkPositive(capacity, "capacity");
         cleanable = PlatformDependent.allocateDirect(capacity, true);
         // the views are big-endian: a new direct buffer is, and so is a duplicate of any buffer
         memory = cleanable.buffer().duplicate();
         this.capacity = capacity;
         this.registeredBytes = registeredBytes;
+        this.bindable = bindable;
     }
 
     /**
@@ -79,6 +99,7 @@ final class RegisteredRegion {
         this.memory = memory.duplicate().clear();
         capacity = memory.capacity();
         this.registeredBytes = registeredBytes;
+        bindable = false;
     }
 
     /**
@@ -95,7 +116,7 @@ final class RegisteredRegion {
 
     /**
      * The memory region of this region in {@code pd}, registered on the first call for {@code pd} with
-     * {@link #ACCESS}. A failed registration is not remembered: the next call tries again.
+     * {@link #access(ProtectionDomain)}. A failed registration is not remembered: the next call tries again.
      *
      * @throws VerbsException        if {@code ibv_reg_mr} fails (memlock limit, {@code max_mr}, ...)
      * @throws IllegalStateException if the region is closed
@@ -120,7 +141,7 @@ final class RegisteredRegion {
                 return mr;
             }
         }
-        MemoryRegion mr = pd.registerMemory(memory, ACCESS);
+        MemoryRegion mr = pd.registerMemory(memory, access(pd));
         MemoryRegion[] newMrs = new MemoryRegion[mrs.length + 1];
         System.arraycopy(mrs, 0, newMrs, 0, mrs.length);
         newMrs[mrs.length] = mr;
@@ -130,6 +151,16 @@ final class RegisteredRegion {
         }
         BY_PD.computeIfAbsent(pd, p -> new AtomicLong()).addAndGet(capacity);
         return mr;
+    }
+
+    /** The access this region is registered with in {@code pd}: never any remote access of its own. */
+    int access(ProtectionDomain pd) {
+        return bindable && pd.device().attributes().supportsMemoryWindows() ? BINDABLE_ACCESS : ACCESS;
+    }
+
+    /** Whether a memory window may be bound over this region where the device has windows. */
+    boolean isBindable() {
+        return bindable;
     }
 
     /** How many protection domains this region is registered in. */

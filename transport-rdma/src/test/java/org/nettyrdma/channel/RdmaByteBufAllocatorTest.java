@@ -60,7 +60,9 @@ class RdmaByteBufAllocatorTest {
                 if (c[0] > MIB) {
                     assertEquals(c[0], rdma.region().capacity(), "a region of its own");
                     assertEquals(0, rdma.regionOffset());
+                    assertTrue(rdma.isAloneInRegion(), "a window over its region exposes it alone");
                 } else {
+                    assertFalse(rdma.isAloneInRegion(), "a slot shares its region");
                     assertEquals(0, rdma.regionOffset() % c[1], "slots are aligned to their size");
                     assertTrue(rdma.region().capacity() >= c[1]);
                 }

@@ -200,6 +200,36 @@ class RegisteredRegionTest {
         }
     }
 
+    /**
+     * A bindable region (a buffer's own region, which the READ rendezvous may expose through a window) is registered with
+     * MW_BIND where the device has memory windows, and with local access only where it has none (soft-iWARP); neither
+     * gives it an rkey. Every other region has local access only.
+     */
+    @Test
+    void bindableRegionsGetMwBindWhereTheDeviceHasWindows() throws VerbsException {
+        Device iwarp = new EmulatedFabric().addDevice("emu1",
+                EmulatedFabric.defaultAttributes(DeviceAttributes.Transport.IWARP), InetAddress.getLoopbackAddress());
+        ProtectionDomain noWindows = iwarp.allocPd();
+        assertTrue(device.attributes().supportsMemoryWindows());
+        assertFalse(iwarp.attributes().supportsMemoryWindows());
+        RegisteredRegion bindable = new RegisteredRegion(4096, registered, true);
+        RegisteredRegion plain = new RegisteredRegion(4096, registered);
+        try {
+            assertTrue(bindable.isBindable());
+            assertFalse(plain.isBindable());
+            MemoryRegion mr = bindable.memoryRegion(pd1);
+            assertEquals(Access.LOCAL_WRITE | Access.MW_BIND, mr.access());
+            assertEquals(0, mr.rkey(), "MW_BIND grants no remote access");
+            assertEquals(Access.LOCAL_WRITE, bindable.memoryRegion(noWindows).access());
+            assertEquals(Access.LOCAL_WRITE, plain.memoryRegion(pd1).access());
+        } finally {
+            bindable.close();
+            plain.close();
+            noWindows.close();
+        }
+        assertEquals(0, registered.get());
+    }
+
     @Test
     void wrapsMemoryItDoesNotOwn() throws VerbsException {
         assertThrows(IllegalArgumentException.class, () -> new RegisteredRegion(ByteBuffer.allocate(64), null));
