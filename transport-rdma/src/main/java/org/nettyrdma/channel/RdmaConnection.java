@@ -416,7 +416,8 @@ final class RdmaConnection {
         // messages only once it negotiated, and peerReady checks that it did
         boolean ring = sends == null ? res.offersWriteRing : writeRing;
         boolean pooled = sends == null ? res.offersPooledCredits : window != null;
-        String violation = RdmaProtocol.checkHeader(message, byteLen, ring, pooled);
+        String violation = RdmaProtocol.checkHeader(message, byteLen,
+                (ring ? RdmaProtocol.FLAG_WRITE_RING : 0) | (pooled ? RdmaProtocol.FLAG_POOLED_CREDITS : 0));
         if (violation == null) {
             violation = credits.onReceived(RdmaProtocol.headerCredits(message));
         }

@@ -21,7 +21,12 @@ final class RdmaProtocol {
      * only when both sides set its bit; bits a side does not know are ignored.
      */
     static final int FLAG_WRITE_RING = 1;
-    /** Handshake flag bit 1: READ rendezvous (protocol v2's second path; not built: never set by this side). */
+    /**
+     * Handshake flag bit 1: READ rendezvous (protocol v2's second path, docs/rendezvous-design.md): this side can expose
+     * a large buffer to its peer through a type-2 memory window announced by an RNDV message, READ what its peer
+     * announces, and end each rendezvous with a DONE sent as SEND_WITH_INV of the window's rkey. Used when both sides
+     * set it. Being built: never set by this side yet.
+     */
     static final int FLAG_READ_RENDEZVOUS = 1 << 1;
     /**
      * Handshake flag bit 2: pooled credits (docs/srq-design.md, section 2). The handshake then has
@@ -82,6 +87,21 @@ final class RdmaProtocol {
     static final int RING_CREDIT_LENGTH = 8;
     /** Protocol v2's RING message: the header, then address u64, length u32, rkey u32. */
     static final int RING_MESSAGE_LENGTH = HEADER_LENGTH + 16;
+    /**
+     * Protocol v2's READ rendezvous: a buffer this side exposes to the peer, to READ and then answer with a DONE. The
+     * header (credits as any header; the RNDV spends a credit as DATA does), then id u32 (the count of RNDVs sent
+     * before it, mod 2^32), length u32 (1 .. 2^31 - 1), address u64, rkey u32 and flags u32 (none defined: 0).
+     */
+    static final int TYPE_RNDV = 5;
+    static final int RNDV_MESSAGE_LENGTH = HEADER_LENGTH + 24;
+    /**
+     * Protocol v2's READ rendezvous: the RNDV of this id was read, its window may go. The header with credits 0 (a DONE
+     * takes none of the peer's credits and grants none), then id u32; sent as SEND_WITH_INV of the RNDV's rkey.
+     */
+    static final int TYPE_DONE = 6;
+    static final int DONE_MESSAGE_LENGTH = HEADER_LENGTH + 4;
+    /** The largest rendezvous: an RNDV's length is at most this, so that it fits a Java array and a ByteBuf. */
+    static final int MAX_RENDEZVOUS_LENGTH = Integer.MAX_VALUE;
     static final int MAX_CREDITS_PER_HEADER = 0xffff;
 
     /** The most credits one CREDIT message returns (pooled credits): its second byte. */
@@ -109,6 +129,42 @@ final class RdmaProtocol {
         return message.getInt(HEADER_LENGTH);
     }
 
+    /** Writes an RNDV message at {@code at} ({@link #RNDV_MESSAGE_LENGTH} bytes). */
+    static void putRendezvous(ByteBuffer buf, int at, int credits, int id, int length, long address, int rkey) {
+        putHeader(buf, at, TYPE_RNDV, credits);
+        buf.putInt(at + HEADER_LENGTH, id);
+        buf.putInt(at + HEADER_LENGTH + 4, length);
+        buf.putLong(at + HEADER_LENGTH + 8, address);
+        buf.putInt(at + HEADER_LENGTH + 16, rkey);
+        buf.putInt(at + HEADER_LENGTH + 20, 0);
+    }
+
+    /** Writes a DONE message at {@code at} ({@link #DONE_MESSAGE_LENGTH} bytes). */
+    static void putDone(ByteBuffer buf, int at, int id) {
+        putHeader(buf, at, TYPE_DONE, 0);
+        buf.putInt(at + HEADER_LENGTH, id);
+    }
+
+    /** The id of an RNDV or DONE message. */
+    static int rendezvousId(ByteBuf message) {
+        return message.getInt(HEADER_LENGTH);
+    }
+
+    /** The length an RNDV message announces (checked by {@link #checkHeader}: 1 .. 2^31 - 1). */
+    static int rendezvousLength(ByteBuf message) {
+        return message.getInt(HEADER_LENGTH + 4);
+    }
+
+    /** The address an RNDV message announces: the peer's, unchecked (a wrong one fails the READ). */
+    static long rendezvousAddress(ByteBuf message) {
+        return message.getLong(HEADER_LENGTH + 8);
+    }
+
+    /** The rkey an RNDV message announces: the peer's, unchecked (a wrong one fails the READ). */
+    static int rendezvousRkey(ByteBuf message) {
+        return message.getInt(HEADER_LENGTH + 16);
+    }
+
     /** The message type of the header that starts {@code message}. */
     static int headerType(ByteBuf message) {
         return message.getUnsignedByte(0);
@@ -122,45 +178,65 @@ final class RdmaProtocol {
     /**
      * What is wrong with a received message of {@code byteLen} bytes that starts with its header, as the peer did it
      * ("sent ..."), or {@code null} if it is well-formed: a known type, reserved 0, DATA with payload, CREDIT and FIN
-     * without.
+     * without; and with the paths of {@code paths} (the flags both sides set: {@link #FLAG_WRITE_RING},
+     * {@link #FLAG_POOLED_CREDITS}, {@link #FLAG_READ_RENDEZVOUS}) their messages: with the WRITE ring a RING message
+     * and a CREDIT message with its released count, with pooled credits a CREDIT message whose second byte returns
+     * credits, with the READ rendezvous RNDV and DONE messages (their lengths, an RNDV's announced length and flags, a
+     * DONE's zero credits; ids are the rendezvous tables' to check).
      */
-    static String checkHeader(ByteBuf message, int byteLen) {
-        return checkHeader(message, byteLen, false, false);
-    }
-
-    /**
-     * As {@link #checkHeader(ByteBuf, int)}; with {@code ring} (protocol v2's WRITE ring) a RING message and a CREDIT
-     * message with its released count are well-formed too; with {@code pooled} (pooled credits) a CREDIT message's
-     * second byte may return credits.
-     */
-    static String checkHeader(ByteBuf message, int byteLen, boolean ring, boolean pooled) {
+    static String checkHeader(ByteBuf message, int byteLen, int paths) {
         if (byteLen < HEADER_LENGTH) {
             return "sent a message of " + byteLen + " bytes, shorter than the " + HEADER_LENGTH + "-byte header";
         }
         int type = headerType(message);
-        int reserved = pooled && type == TYPE_CREDIT ? 0 : message.getUnsignedByte(1);
-        if (ring && reserved == 0) {
-            if (type == TYPE_RING) {
-                return byteLen == RING_MESSAGE_LENGTH ? null
-                        : "sent a RING message of " + byteLen + " bytes, not " + RING_MESSAGE_LENGTH;
-            }
-            if (type == TYPE_CREDIT && byteLen == RING_CREDIT_LENGTH) {
-                return null;
-            }
-        }
-        if (type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_FIN) {
+        boolean ring = (paths & FLAG_WRITE_RING) != 0;
+        boolean rendezvous = (paths & FLAG_READ_RENDEZVOUS) != 0;
+        if (type == TYPE_RING ? !ring : type == TYPE_RNDV || type == TYPE_DONE ? !rendezvous
+                : type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_FIN) {
             return "sent a message of unknown type " + type + (type == TYPE_RING ? " (a RING message, but the WRITE "
-                    + "ring was not negotiated)" : "");
+                    + "ring was not negotiated)" : type == TYPE_RNDV || type == TYPE_DONE ? " (a rendezvous message, "
+                    + "but the READ rendezvous was not negotiated)" : "");
         }
+        int reserved = (paths & FLAG_POOLED_CREDITS) != 0 && type == TYPE_CREDIT ? 0 : message.getUnsignedByte(1);
         if (reserved != 0) {
             return "sent a header whose reserved byte is " + reserved + ", not 0";
         }
-        if (type == TYPE_DATA ? byteLen == HEADER_LENGTH : byteLen != HEADER_LENGTH) {
-            return "sent a " + (type == TYPE_DATA ? "DATA message without payload"
-                    : (type == TYPE_FIN ? "FIN" : "CREDIT") + " message with " + (byteLen - HEADER_LENGTH)
-                    + " bytes of payload");
+        switch (type) {
+            case TYPE_RING:
+                return byteLen == RING_MESSAGE_LENGTH ? null
+                        : "sent a RING message of " + byteLen + " bytes, not " + RING_MESSAGE_LENGTH;
+            case TYPE_RNDV:
+            case TYPE_DONE:
+                return checkRendezvous(message, byteLen, type);
+            case TYPE_DATA:
+                return byteLen > HEADER_LENGTH ? null : "sent a DATA message without payload";
+            default:
+                if (byteLen == HEADER_LENGTH || ring && type == TYPE_CREDIT && byteLen == RING_CREDIT_LENGTH) {
+                    return null;
+                }
+                return "sent a " + (type == TYPE_FIN ? "FIN" : "CREDIT") + " message with " + (byteLen - HEADER_LENGTH)
+                        + " bytes of payload";
         }
-        return null;
+    }
+
+    private static String checkRendezvous(ByteBuf message, int byteLen, int type) {
+        if (type == TYPE_DONE) {
+            if (byteLen != DONE_MESSAGE_LENGTH) {
+                return "sent a DONE message of " + byteLen + " bytes, not " + DONE_MESSAGE_LENGTH;
+            }
+            int credits = headerCredits(message);
+            return credits == 0 ? null : "sent a DONE message granting " + credits + " credits (a DONE grants none)";
+        }
+        if (byteLen != RNDV_MESSAGE_LENGTH) {
+            return "sent an RNDV message of " + byteLen + " bytes, not " + RNDV_MESSAGE_LENGTH;
+        }
+        int length = rendezvousLength(message);
+        if (length <= 0) { // 0, or 2^31 and more read as a signed int
+            return "sent an RNDV message announcing " + Integer.toUnsignedString(length) + " bytes (1 to "
+                    + MAX_RENDEZVOUS_LENGTH + " are allowed)";
+        }
+        int flags = message.getInt(HEADER_LENGTH + 20);
+        return flags == 0 ? null : "sent an RNDV message with unknown flags 0x" + Integer.toHexString(flags);
     }
 
     private RdmaProtocol() {
@@ -261,6 +337,11 @@ final class RdmaProtocol {
         /** Whether every message of the peer asks for a solicited event: {@link #FLAG_SOLICITS}. */
         boolean solicits() {
             return (flags & FLAG_SOLICITS) != 0;
+        }
+
+        /** Whether the peer can take part in READ rendezvous ({@link #FLAG_READ_RENDEZVOUS}). */
+        boolean offersReadRendezvous() {
+            return (flags & FLAG_READ_RENDEZVOUS) != 0;
         }
 
         /** Whether the peer can receive by a WRITE ring. */
