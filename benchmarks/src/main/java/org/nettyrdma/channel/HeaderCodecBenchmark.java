@@ -58,7 +58,7 @@ public class HeaderCodecBenchmark {
     public int decodeHeader() {
         ByteBuf message = received[slot];
         slot = (slot + 1) & 15;
-        if (RdmaProtocol.checkHeader(message, 16384) != null) {
+        if (RdmaProtocol.checkHeader(message, 16384, 0) != null) { // v1: no path negotiated
             throw new IllegalStateException("malformed header");
         }
         return RdmaProtocol.headerType(message) << 16 | RdmaProtocol.headerCredits(message);
