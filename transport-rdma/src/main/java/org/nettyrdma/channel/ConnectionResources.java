@@ -24,6 +24,10 @@ final class ConnectionResources {
     private static final int MAX_SEND_SGE = 4;
     private static final int MAX_INLINE = 256;
     private static final int RNR_RETRY = 3;
+    /** The READ rendezvous' receiving side: bytes per READ, chunk bytes held per connection, READs in flight. */
+    private static final int RENDEZVOUS_CHUNK = 1 << 20;
+    private static final int RENDEZVOUS_READ_AHEAD = 4 << 20;
+    private static final int RENDEZVOUS_READS = 4;
 
     final QueuePair qp;
     final ReceiveQueue recv;
@@ -33,6 +37,8 @@ final class ConnectionResources {
     private final ReceivePool pool;
     /** Set by {@link #openSendQueue}. */
     SendQueue sends;
+    /** The READ rendezvous' receiving table when this side offers the rendezvous (attached to {@link #recv}); else null. */
+    final RendezvousReceives rendezvousReceives;
     /** This side's WRITE ring when protocol v2's ring was negotiated; set by {@link #openSendQueue}. */
     LocalRing ring;
     final int recvSize;
@@ -43,6 +49,14 @@ final class ConnectionResources {
      * without them (iWARP, siw) speak v1: docs/protocol.md, "Exposure for protocol v2".
      */
     final boolean offersWriteRing;
+    /**
+     * Whether this side offers protocol v2's READ rendezvous: the channel asks for it and the device has type-2 windows
+     * (a window exposes one buffer to this connection only), SEND_WITH_INV (the reader's DONE revokes it) and READs.
+     * The QP then has room for the rendezvous' work requests and for the DONEs beyond the credit window.
+     */
+    final boolean offersRendezvous;
+    /** Receives posted: the credit window's, and with the rendezvous offered {@link RendezvousSends#MAX_RENDEZVOUS} more. */
+    private final int receivesPosted;
     /**
      * Whether this side offers pooled credits (handshake flag bit 2, docs/srq-design.md section 2): when its receives
      * come from a loop's shared pool, where its window grows and shrinks ({@link PooledWindow}), and it does not offer
@@ -101,13 +115,19 @@ final class ConnectionResources {
         DeviceAttributes limits = id.device().attributes();
         recvSize = config.getRdmaReceiveBufferSize();
         recvCount = config.getRdmaReceiveBufferCount();
+        canRead = limits.maxQpRdAtom() > 0;
+        offersWriteRing = config.isWriteRing() && limits.supportsMemoryWindows() && limits.supportsImmediateData();
+        offersRendezvous = config.isRendezvous() && limits.supportsMemoryWindows()
+                && limits.supportsSendWithInvalidate() && canRead;
+        // the rendezvous' extra work requests: a bind per rendezvous, the DONEs this side owes, the READs it pulls with
+        int rendezvousWrs = offersRendezvous ? 3 * RendezvousSends.MAX_RENDEZVOUS : 0;
+        // the DONEs the peer may send beyond its credits: one per rendezvous of this side's outstanding
+        receivesPosted = recvCount + (offersRendezvous ? RendezvousSends.MAX_RENDEZVOUS : 0);
         // the send queue follows this side's configuration, never the peer's handshake (RdmaProtocol.Handshake)
-        sqDepth = Math.min(limits.maxQpWr(), recvCount + 4);
+        sqDepth = Math.min(limits.maxQpWr(), recvCount + 4 + rendezvousWrs);
         maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
         maxInline = Math.min(limits.maxInlineData(), MAX_INLINE);
-        reservedCqEntries = sqDepth + recvCount;
-        offersWriteRing = config.isWriteRing() && limits.supportsMemoryWindows() && limits.supportsImmediateData();
-        canRead = limits.maxQpRdAtom() > 0;
+        reservedCqEntries = sqDepth + receivesPosted;
         iwarp = limits.transport() == DeviceAttributes.Transport.IWARP;
         fencesClose = canRead && iwarp;
         // the QP's queue depths are reserved in the completion queue, so that it can never overrun
@@ -118,12 +138,13 @@ final class ConnectionResources {
                 ? handler.receivePool(queues, recvSize, receiveMemory()) : null;
         // pooled credits, not with the WRITE ring: a ring message waiting unread holds no pool buffer, and the window's
         // reservation would not count it (it keeps its whole window in the pool then)
-        boolean pooledCredits = sharedPool != null && !offersWriteRing;
+        // (nor with the rendezvous, whose DONEs need receives beyond the window)
+        boolean pooledCredits = sharedPool != null && !offersWriteRing && !offersRendezvous;
         // an accepted pooled peer starts at POOLED_INITIAL; a connecting side reserves its whole window until it knows
-        int initial = pooledCredits && peerOffersPooledCredits ? CreditWindow.POOLED_INITIAL : recvCount;
+        int initial = pooledCredits && peerOffersPooledCredits ? CreditWindow.POOLED_INITIAL : receivesPosted;
         if (sharedPool != null && !sharedPool.tryReserve(initial)) {
             sharedPool = null;
-            initial = recvCount;
+            initial = receivesPosted;
         }
         QueuePairReceives own = null;
         PooledReceives shared = null;
@@ -131,14 +152,14 @@ final class ConnectionResources {
         boolean ok = false;
         try {
             createdQp = id.createQp(queues.pd, new QpInitAttributes(queues.cq, queues.cq, sqDepth,
-                    sharedPool != null ? 0 : recvCount, maxSge, sharedPool != null ? 0 : 1, maxInline, false,
+                    sharedPool != null ? 0 : receivesPosted, maxSge, sharedPool != null ? 0 : 1, maxInline, false,
                     sharedPool != null ? sharedPool.queue() : null));
             if (sharedPool != null) {
-                shared = new PooledReceives(sharedPool, recvCount);
+                shared = new PooledReceives(sharedPool, receivesPosted);
                 ch.registration.bindSharedReceives(createdQp.qpNum());
                 handler.refill(sharedPool); // this connection's receives are posted before its peer can send
             } else {
-                own = new QueuePairReceives(createdQp, queues.pd, receiveMemory(), recvSize, recvCount,
+                own = new QueuePairReceives(createdQp, queues.pd, receiveMemory(), recvSize, receivesPosted,
                         wrIdBase | RECV_BIT, ch.counters(), handler.counters());
                 own.postAll();
             }
@@ -165,14 +186,20 @@ final class ConnectionResources {
         pool = sharedPool;
         pooled = shared;
         offersPooledCredits = pooledCredits && sharedPool != null;
-        initialCredits = initial;
+        initialCredits = pooledCredits ? initial : recvCount;
         reservedReceives = sharedPool != null ? initial : 0;
         receiveSlotBytes = receiveMemory().slotSize(recvSize);
-        recv = new ReceiveQueue(shared != null ? shared : own, recvCount, new ReceiveQueue.LendLimits(ch.counters(),
+        recv = new ReceiveQueue(shared != null ? shared : own, receivesPosted, new ReceiveQueue.LendLimits(ch.counters(),
                 config.getMaxLentReceiveBytes(), handler.counters(), handler.config().getMaxLentReceiveBytes()),
                 ch.eventLoop());
+        // (its table exists from the start: the peer's first RNDV may come before this side has read its handshake)
+        rendezvousReceives = offersRendezvous ? new RendezvousReceives(recvCount, RENDEZVOUS_CHUNK,
+                RENDEZVOUS_READ_AHEAD, Math.min(RENDEZVOUS_READS, limits.maxQpRdAtom())) : null;
+        if (rendezvousReceives != null) {
+            recv.attachRendezvous(rendezvousReceives);
+        }
         // on the shared pool: the receives it reserved there (the pool's margin and spares are not counted yet)
-        count(1, (long) (sharedPool != null ? initial : recvCount) * receiveSlotBytes);
+        count(1, (long) (sharedPool != null ? initial : receivesPosted) * receiveSlotBytes);
     }
 
     /** The receives this connection has reserved in its loop's shared pool (0 without one). */
@@ -224,7 +251,7 @@ final class ConnectionResources {
     }
 
     /** Where receive buffers come from: the channel's allocator if it is a registered one. */
-    private RdmaByteBufAllocator receiveMemory() {
+    RdmaByteBufAllocator receiveMemory() {
         ByteBufAllocator alloc = config.getAllocator();
         return alloc instanceof RdmaByteBufAllocator ? (RdmaByteBufAllocator) alloc : RdmaByteBufAllocator.DEFAULT;
     }
@@ -232,7 +259,8 @@ final class ConnectionResources {
     /** What this side asks of RDMA CM for the connection, its handshake included. */
     ConnectionParameters parameters(CmId id) {
         int rd = Math.min(16, id.device().attributes().maxQpRdAtom());
-        int flags = RdmaProtocol.FLAG_SOLICITS | (offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0);
+        int flags = RdmaProtocol.FLAG_SOLICITS | (offersWriteRing ? RdmaProtocol.FLAG_WRITE_RING : 0)
+                | (offersRendezvous ? RdmaProtocol.FLAG_READ_RENDEZVOUS : 0);
         if (offersPooledCredits && ch.parent() != null) {
             flags |= RdmaProtocol.FLAG_KEEPS_PEER_GOING; // the accepted side (CreditWindow.keepPeerGoing)
         }
@@ -252,11 +280,12 @@ final class ConnectionResources {
      * {@code writeRing} (negotiated) this side's WRITE ring too, its window not yet bound.
      */
     SendQueue openSendQueue(CreditWindow credits, FlushedMessages flushed, int messageSize, boolean writeRing,
-                            Runnable onStagingFreed) throws VerbsException {
+                            boolean rendezvous, Runnable onStagingFreed) throws VerbsException {
         LocalRing r = writeRing ? new LocalRing(queues.pd, config.getRingSize(), recvCount) : null;
         // staging comes from the loop's pool SEND by SEND: an idle connection registers none of it
         sends = new SendQueue(qp, handler.stagingPool(queues.pd, messageSize), credits, flushed, config, ch.counters(),
-                handler.counters(), wrIdBase, sqDepth, maxSge, maxInline, r, onStagingFreed, handler.wakeups());
+                handler.counters(), wrIdBase, sqDepth, maxSge, maxInline, r, rendezvous, onStagingFreed,
+                handler.wakeups());
         ring = r;
         if (r != null) {
             recv.attachRing(r);
@@ -301,14 +330,20 @@ final class ConnectionResources {
      * destroyed: a work request may still reference it). Returns whether the memory was freed.
      */
     boolean destroy() {
-        if (ring != null) {
-            // a bound window holds its QP (rxe took ~50 s to destroy one): the QP stops first, then the window goes
+        boolean exposes = sends != null && sends.rendezvous() != null;
+        if (ring != null || exposes) {
+            // a bound window holds its QP (rxe took ~50 s to destroy one): the QP stops first, then the windows go
             try {
                 qp.moveToError();
             } catch (VerbsException e) {
                 logger.debug("{}: moving the QP to the error state failed", ch, e);
             }
-            ring.closeWindow();
+            if (ring != null) {
+                ring.closeWindow();
+            }
+            if (exposes) {
+                sends.closeExposure(); // the rendezvous' windows, then the buffers they exposed
+            }
         }
         if (sends != null) {
             sends.stopWaiting();

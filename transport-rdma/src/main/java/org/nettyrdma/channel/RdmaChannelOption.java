@@ -34,6 +34,22 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> RING_SIZE = valueOf(RdmaChannelOption.class, "RING_SIZE");
 
     /**
+     * Whether this side offers protocol v2's READ rendezvous in its handshake (used when the peer offers it too, and the
+     * device has type-2 memory windows and SEND_WITH_INV; never on iWARP): a registered buffer of at least
+     * {@link #RENDEZVOUS_THRESHOLD} bytes, alone in its region, is announced to the peer, which READs it straight into
+     * buffers of its own allocator. Default off, or the system property {@code org.nettyrdma.rendezvous};
+     * docs/protocol.md, "The READ rendezvous".
+     */
+    public static final ChannelOption<Boolean> RENDEZVOUS = valueOf(RdmaChannelOption.class, "RENDEZVOUS");
+    /**
+     * Readable bytes a buffer needs at least to go by READ rendezvous (default 1 MiB, or the system property
+     * {@code org.nettyrdma.rendezvousThreshold}); only buffers alone in their region qualify, with the default
+     * allocator those larger than 1 MiB.
+     */
+    public static final ChannelOption<Integer> RENDEZVOUS_THRESHOLD = valueOf(RdmaChannelOption.class,
+            "RENDEZVOUS_THRESHOLD");
+
+    /**
      * Milliseconds of silence after which a connection probes its peer: an RDMA READ (of zero bytes naming no memory;
      * on iWARP of one byte of zeros the peer exposes to it for this), which only the peer's
      * device answers (no receive is used, nothing reaches the pipeline). Work posted to the peer before one such

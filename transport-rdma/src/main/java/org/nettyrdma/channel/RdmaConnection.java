@@ -73,6 +73,10 @@ final class RdmaConnection {
     private DataPath sends;
     /** Both sides offered the WRITE ring in their handshakes (protocol v2); set with {@link #sends}. */
     private boolean writeRing;
+    /** Both sides offered the READ rendezvous in their handshakes (protocol v2); set with {@link #sends}. */
+    private boolean rendezvous;
+    /** An RNDV came before this side learnt the negotiation; {@link #peerReady} checks it was negotiated. */
+    private boolean earlyRendezvous;
     /**
      * Protocol v2: the peer's RING message, when it came before this side learnt the negotiation (a connecting side's
      * loop may see the accepted side's first messages before ESTABLISHED); taken at {@link #peerReady}.
@@ -224,6 +228,7 @@ final class RdmaConnection {
             return;
         }
         writeRing = res.offersWriteRing && p.offersWriteRing();
+        rendezvous = res.offersRendezvous && p.offersReadRendezvous();
         boolean pooled = p.pooledCredits(res.offersPooledCredits);
         // credits may have come with data before
         String violation = credits.peerReady(p.initialCredits(pooled), p.creditLimit(pooled));
@@ -243,8 +248,11 @@ final class RdmaConnection {
         if (earlyPeerRing != null && !writeRing) {
             throw protocolViolation("sent a RING message though the WRITE ring was not negotiated");
         }
+        if (earlyRendezvous && !rendezvous) {
+            throw protocolViolation("sent an RNDV message though the READ rendezvous was not negotiated");
+        }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing,
-                this::touch);
+                rendezvous, this::touch);
         if (!p.solicits()) {
             res.sends.peerLeavesMessagesUnsolicited();
         }
@@ -362,14 +370,14 @@ final class RdmaConnection {
     }
 
     /** A completion for this connection, dispatched by its work request id. */
-    void onCompletion(long wrId, int status, int byteLen, int opcode, int imm) {
+    void onCompletion(long wrId, int status, int byteLen, int opcode, int imm, int flags) {
         int slot = (int) (wrId & (ConnectionResources.RECV_BIT - 1));
         if ((wrId & ConnectionResources.RECV_BIT) != 0) {
             if (status == WcStatus.SUCCESS && opcode == WcOpcode.RECV_RDMA_WITH_IMM) {
                 onRingNotification(slot, imm, byteLen);
                 return;
             }
-            onRecvCompletion(slot, status, byteLen);
+            onRecvCompletion(slot, status, byteLen, flags, imm);
         } else {
             onSendCompletion(slot, status);
         }
@@ -379,18 +387,18 @@ final class RdmaConnection {
      * A receive this connection's QP took from the loop's shared pool completed: its buffer goes into a slot of this
      * connection's, and on as any receive. One beyond the slots is a message the peer had no credit for.
      */
-    void onSharedReceive(long wrId, int status, int byteLen, int opcode, int imm) {
+    void onSharedReceive(long wrId, int status, int byteLen, int opcode, int imm, int flags) {
         int slot = res.pooled.hold(wrId);
         if (slot < 0) {
             unsafe.fail(protocolViolation("sent more messages than it had credits for"));
             return;
         }
-        onCompletion(ConnectionResources.RECV_BIT | slot, status, byteLen, opcode, imm);
+        onCompletion(ConnectionResources.RECV_BIT | slot, status, byteLen, opcode, imm, flags);
     }
 
     // ---- receive side ----
 
-    private void onRecvCompletion(int slot, int status, int byteLen) {
+    private void onRecvCompletion(int slot, int status, int byteLen, int flags, int invalidatedRkey) {
         if (status != WcStatus.SUCCESS) {
             if (status == WcStatus.WR_FLUSH_ERR) {
                 if (!is(CLOSING | PEER_GONE | FAILED) && !ch.isConnecting()) {
@@ -416,8 +424,30 @@ final class RdmaConnection {
         // messages only once it negotiated, and peerReady checks that it did
         boolean ring = sends == null ? res.offersWriteRing : writeRing;
         boolean pooled = sends == null ? res.offersPooledCredits : window != null;
+        boolean rndv = sends == null ? res.offersRendezvous : rendezvous;
         String violation = RdmaProtocol.checkHeader(message, byteLen,
-                (ring ? RdmaProtocol.FLAG_WRITE_RING : 0) | (pooled ? RdmaProtocol.FLAG_POOLED_CREDITS : 0));
+                (ring ? RdmaProtocol.FLAG_WRITE_RING : 0) | (pooled ? RdmaProtocol.FLAG_POOLED_CREDITS : 0)
+                | (rndv ? RdmaProtocol.FLAG_READ_RENDEZVOUS : 0));
+        int type = RdmaProtocol.headerType(message);
+        boolean invalidated = (flags & WcOpcode.FLAG_WITH_INV) != 0;
+        if (violation == null && type == RdmaProtocol.TYPE_DONE) {
+            RendezvousSends exposed = sends == null ? null : res.sends.rendezvous();
+            violation = exposed == null ? "sent a DONE before this side announced a rendezvous"
+                    : exposed.checkDone(RdmaProtocol.rendezvousId(message), invalidated, invalidatedRkey);
+            if (violation == null) {
+                repostQuietly(slot); // one of the receives kept for DONEs beyond the window: no credit owed
+                settle(exposed.done());
+                set(SEND_BLOCKED); // a rendezvous may start again
+                touch();
+                return;
+            }
+        } else if (violation == null && invalidated) {
+            violation = "sent a message of type " + type + " as SEND_WITH_INV (only a DONE invalidates)";
+        } else if (violation == null && res.offersRendezvous && type != RdmaProtocol.TYPE_CREDIT
+                && recv.pendingMessages() >= res.recvCount) {
+            // the receives kept for DONEs are not credits: the slots alone no longer bound the peer's messages
+            violation = "sent more messages than it had credits for";
+        }
         if (violation == null) {
             violation = credits.onReceived(RdmaProtocol.headerCredits(message));
         }
@@ -464,6 +494,29 @@ final class RdmaConnection {
                 repostQuietly(slot);
                 recv.enqueueFin();
                 break;
+            case RdmaProtocol.TYPE_RNDV: // (checkHeader let it through: the rendezvous was offered or negotiated)
+                violation = res.rendezvousReceives.onRendezvous(message);
+                if (violation != null) {
+                    unsafe.fail(protocolViolation(violation));
+                    return;
+                }
+                if (sends == null) {
+                    earlyRendezvous = true;
+                }
+                repostQuietly(slot); // its buffer is copied into the table; the credit is owed once it is read
+                countReceived(0);
+                if (!ch.isOpen() || is(CLOSE_REQUESTED) || ch.inputShutdown || is(FIN_RECEIVED)) {
+                    // nothing will be read: its DONE goes at once, and its credit back
+                    res.rendezvousReceives.discard();
+                    if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
+                        credits.oweData(1);
+                    } else {
+                        credits.oweControl();
+                    }
+                } else {
+                    recv.enqueueRendezvous();
+                }
+                break;
             case RdmaProtocol.TYPE_RING: // (checkHeader let it through: the ring was negotiated)
                 violation = onPeerRing(message);
                 if (violation != null) {
@@ -479,6 +532,26 @@ final class RdmaConnection {
                 break;
         }
         touch();
+    }
+
+    /**
+     * Protocol v2: posts the DONEs this side owes (in RNDV order) and the READs the rendezvous' bounds allow, as far as
+     * the send queue has places; the rest waits for the next batch end (a completion frees places and touches).
+     */
+    private void pullRendezvous() {
+        if (is(DESTROYED | FAILED | PEER_GONE)) {
+            return;
+        }
+        RendezvousReceives table = res.rendezvousReceives;
+        try {
+            while (table.owesDone() && res.sends.hasRoom()) {
+                res.sends.sendDone(table.doneId(), table.doneRkey());
+                table.donePosted();
+            }
+            table.pull(res.sends, res.receiveMemory());
+        } catch (IOException e) {
+            unsafe.fail(e);
+        }
     }
 
     /** Protocol v2: the peer's RING message (after the header: address u64, length u32, rkey u32). */
@@ -595,6 +668,9 @@ final class RdmaConnection {
         }
         credits.oweData(recv.takeReposted());
         maybeReturnCredits();
+        if (res.rendezvousReceives != null && sends != null && is(SEND_OPEN)) {
+            pullRendezvous(); // a chunk taken makes room in the read-ahead (a read() need not follow a completion)
+        }
         return buf;
     }
 
@@ -622,6 +698,9 @@ final class RdmaConnection {
         }
         credits.oweData(recv.takeReposted());
         maybeReturnCredits();
+        if (res.rendezvousReceives != null && sends != null && is(SEND_OPEN)) {
+            pullRendezvous(); // the DONEs the discard owes: the peer's writes complete, its buffers go
+        }
     }
 
     /** Asks for {@link #onBatchComplete()} at the end of the current batch, once. */
@@ -708,6 +787,9 @@ final class RdmaConnection {
         }
         if (writeRing && !is(RING_OFFERED)) {
             offerRing();
+        }
+        if (res.rendezvousReceives != null && sends != null && is(SEND_OPEN)) {
+            pullRendezvous();
         }
         if (is(SEND_BLOCKED) && sends != null && sends.hasRoom() && credits.canSendData() && ch.isActive()) {
             unsafe.flush0(); // only when flushed bytes wait and can move: a flush walks the messages in flight
@@ -885,6 +967,30 @@ final class RdmaConnection {
     private void onSendCompletion(int slot, int status) {
         boolean control = sends.isControl(slot);
         boolean probe = sends.isProbe(slot);
+        RendezvousReceives reads = res.rendezvousReceives;
+        if (reads != null && reads.isRead(slot)) {
+            long n = sends.complete(slot); // (the bytes of unsignalled requests before it)
+            if (n < 0) {
+                unsafe.fail(new IOException("the completion of a rendezvous READ came out of posted order"));
+                return;
+            }
+            settle(n);
+            int length = reads.oldestReadLength();
+            IOException failed = reads.readCompleted(status);
+            if (failed != null) {
+                if (status != WcStatus.WR_FLUSH_ERR || !is(CLOSING | PEER_GONE | FAILED)) {
+                    unsafe.fail(failed);
+                }
+                return;
+            }
+            RdmaCounters c = ch.counters();
+            c.bytesReceived += length;
+            c.rendezvousBytesRead += length;
+            handler.counters().bytesReceived += length;
+            handler.counters().rendezvousBytesRead += length;
+            touch(); // the batch end reads the chunk on, pulls more, posts an owed DONE
+            return;
+        }
         long n = sends.complete(slot);
         if (n < 0) {
             unsafe.fail(new IOException("send completion of work request " + slot + " (" + WcStatus.name(status)
@@ -922,6 +1028,12 @@ final class RdmaConnection {
             }
             return;
         }
+        settle(n);
+        touch();
+    }
+
+    /** {@code n} bytes of the flushed writes were sent (settled in stream order): their writes complete. */
+    private void settle(long n) {
         if (n > 0) {
             ChannelOutboundBuffer out = unsafe.outboundBuffer();
             if (out != null) {
@@ -935,7 +1047,6 @@ final class RdmaConnection {
                 unsafe.flush0();
             }
         }
-        touch();
     }
 
     // ---- closing ----

@@ -27,6 +27,9 @@ public final class RdmaCounters {
     long receiveCopiedBytes;
     long ringBytesSent;
     long ringBytesReceived;
+    long rendezvousBytesSent;
+    long rendezvousBytesRead;
+    long rendezvousReads;
     long spinsFound;
     long spinsMissed;
     long waits;
@@ -148,6 +151,24 @@ public final class RdmaCounters {
         return ringBytesReceived;
     }
 
+    /** Bytes this side announced by READ rendezvous (protocol v2), which the peer read from its buffers. */
+    public long rendezvousBytesSent() {
+        acquire();
+        return rendezvousBytesSent;
+    }
+
+    /** Bytes this side READ from the peer's buffers by rendezvous (protocol v2): received with no copy. */
+    public long rendezvousBytesRead() {
+        acquire();
+        return rendezvousBytesRead;
+    }
+
+    /** RDMA READs this side posted for rendezvous (protocol v2). */
+    public long rendezvousReads() {
+        acquire();
+        return rendezvousReads;
+    }
+
     /**
      * Busy-polls of an idle event loop that found work (a completion, a CM event or a task) before their budget ran
      * out. Event loops only (0 for a channel).
@@ -235,6 +256,9 @@ public final class RdmaCounters {
         total.receiveCopiedBytes += receiveCopiedBytes;
         total.ringBytesSent += ringBytesSent;
         total.ringBytesReceived += ringBytesReceived;
+        total.rendezvousBytesSent += rendezvousBytesSent;
+        total.rendezvousBytesRead += rendezvousBytesRead;
+        total.rendezvousReads += rendezvousReads;
         total.spinsFound += spinsFound;
         total.spinsMissed += spinsMissed;
         total.waits += waits;
@@ -254,7 +278,9 @@ public final class RdmaCounters {
                 + creditStalls + ", stagingStalls=" + stagingStalls + ", keepAliveProbes=" + keepAliveProbes
                 + ", receiveCopies=" + receiveCopies
                 + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
-                + ", ringBytesReceived=" + ringBytesReceived + ", spinsFound=" + spinsFound + ", spinsMissed="
+                + ", ringBytesReceived=" + ringBytesReceived + ", rendezvousBytesSent=" + rendezvousBytesSent
+                + ", rendezvousBytesRead=" + rendezvousBytesRead + ", rendezvousReads=" + rendezvousReads
+                + ", spinsFound=" + spinsFound + ", spinsMissed="
                 + spinsMissed + ", waits=" + waits + ", solicitedWaits=" + solicitedWaits + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';
     }

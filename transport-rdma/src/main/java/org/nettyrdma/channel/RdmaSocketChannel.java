@@ -620,7 +620,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         public void onCompletion(CompletionArray wc, int index) {
             if (conn != null) {
                 conn.onCompletion(wc.wrId(index), wc.status(index), wc.byteLen(index), wc.opcode(index),
-                        wc.immData(index));
+                        wc.immData(index), wc.wcFlags(index));
             }
         }
 
@@ -628,7 +628,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         public void onSharedReceive(CompletionArray wc, int index) {
             if (conn != null) {
                 conn.onSharedReceive(wc.wrId(index), wc.status(index), wc.byteLen(index), wc.opcode(index),
-                        wc.immData(index));
+                        wc.immData(index), wc.wcFlags(index));
             } else {
                 handler.recycleSharedReceive(wc.wrId(index));
             }

@@ -40,6 +40,8 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
     private volatile int maxLentReceiveBytes = 4 << 20;
     private volatile boolean writeRing = Boolean.getBoolean("org.nettyrdma.writeRing");
     private volatile int ringSize = 1 << 20;
+    private volatile boolean rendezvous = Boolean.getBoolean("org.nettyrdma.rendezvous");
+    private volatile int rendezvousThreshold = Integer.getInteger("org.nettyrdma.rendezvousThreshold", 1 << 20);
     private volatile int keepAliveMillis = Integer.getInteger("org.nettyrdma.keepAliveMillis", 5000);
 
     RdmaSocketChannelConfig(RdmaSocketChannel channel) {
@@ -53,7 +55,8 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
                 IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_BUFFER_SIZE,
                 RdmaChannelOption.RECEIVE_BUFFER_COUNT, RdmaChannelOption.ZERO_COPY_THRESHOLD,
                 RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, RdmaChannelOption.MAX_LENT_RECEIVE_BYTES,
-                RdmaChannelOption.WRITE_RING, RdmaChannelOption.RING_SIZE, RdmaChannelOption.KEEPALIVE_MILLIS);
+                RdmaChannelOption.WRITE_RING, RdmaChannelOption.RING_SIZE, RdmaChannelOption.KEEPALIVE_MILLIS,
+                RdmaChannelOption.RENDEZVOUS, RdmaChannelOption.RENDEZVOUS_THRESHOLD);
     }
 
     @SuppressWarnings("unchecked")
@@ -107,6 +110,12 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
         if (option == RdmaChannelOption.RING_SIZE) {
             return (T) Integer.valueOf(getRingSize());
         }
+        if (option == RdmaChannelOption.RENDEZVOUS) {
+            return (T) Boolean.valueOf(isRendezvous());
+        }
+        if (option == RdmaChannelOption.RENDEZVOUS_THRESHOLD) {
+            return (T) Integer.valueOf(getRendezvousThreshold());
+        }
         return super.getOption(option);
     }
 
@@ -145,6 +154,10 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
             setWriteRing((Boolean) value);
         } else if (option == RdmaChannelOption.RING_SIZE) {
             setRingSize((Integer) value);
+        } else if (option == RdmaChannelOption.RENDEZVOUS) {
+            setRendezvous((Boolean) value);
+        } else if (option == RdmaChannelOption.RENDEZVOUS_THRESHOLD) {
+            setRendezvousThreshold((Integer) value);
         } else {
             return super.setOption(option, value);
         }
@@ -246,6 +259,29 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
             throw new IllegalArgumentException("RING_SIZE: " + bytes + " (expected 64 KiB .. 1 GiB)");
         }
         ringSize = bytes;
+        return this;
+    }
+
+    /** Whether this side offers protocol v2's READ rendezvous in its handshake. */
+    public boolean isRendezvous() {
+        return rendezvous;
+    }
+
+    public RdmaSocketChannelConfig setRendezvous(boolean rendezvous) {
+        this.rendezvous = rendezvous;
+        return this;
+    }
+
+    /** Readable bytes a buffer needs at least to go by READ rendezvous. */
+    public int getRendezvousThreshold() {
+        return rendezvousThreshold;
+    }
+
+    public RdmaSocketChannelConfig setRendezvousThreshold(int bytes) {
+        if (bytes < 1) {
+            throw new IllegalArgumentException("RENDEZVOUS_THRESHOLD: " + bytes + " (expected at least 1)");
+        }
+        rendezvousThreshold = bytes;
         return this;
     }
 

@@ -23,6 +23,8 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
     private static final int FIN = -1;
     /** A pending entry in the WRITE ring (protocol v2): offset and end are ring offsets. */
     private static final int RING = -2;
+    /** A pending READ rendezvous (protocol v2): its bytes come from {@link #rendezvous}, chunk by chunk. */
+    private static final int RENDEZVOUS = -3;
 
     /** The bounds of lent bytes and where they are counted: the channel's and the loop's counters. */
     static final class LendLimits {
@@ -54,6 +56,8 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
     private boolean closed;
     /** Protocol v2: this side's WRITE ring, whose messages wait here in order with the SENDs' ones; or null. */
     private LocalRing ring;
+    /** Protocol v2: the READ rendezvous announced to this side, pulled into chunks; or null. */
+    private RendezvousReceives rendezvous;
 
     /** The receive side over {@code slots}, of which at most {@code count} hold messages at once. */
     ReceiveQueue(ReceiveSlots slots, int count, LendLimits limits, EventLoop loop) {
@@ -94,6 +98,21 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         enqueue(RING, offset, end);
     }
 
+    /** Protocol v2: the READ rendezvous' receiving table, whose rendezvous are queued with {@link #enqueueRendezvous}. */
+    void attachRendezvous(RendezvousReceives rendezvous) {
+        this.rendezvous = rendezvous;
+    }
+
+    /** Queues a rendezvous the peer announced (its RNDV is in {@link #rendezvous}), in order with the SENDs'. */
+    void enqueueRendezvous() {
+        enqueue(RENDEZVOUS, 0, 0);
+    }
+
+    /** Messages received and not yet delivered (each holds a credit of the peer's until then). */
+    int pendingMessages() {
+        return pendCount;
+    }
+
     /** Queues the peer's FIN behind the data before it. */
     void enqueueFin() {
         enqueue(FIN, 0, 0);
@@ -103,8 +122,13 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         return pendCount > 0;
     }
 
+    /** Whether the head is data the pipeline can read now (a rendezvous only once its next chunk has been READ). */
     boolean hasPendingData() {
-        return pendCount > 0 && pendSlot[pendHead] != FIN;
+        if (pendCount == 0) {
+            return false;
+        }
+        int slot = pendSlot[pendHead];
+        return slot != FIN && (slot != RENDEZVOUS || rendezvous.headReady());
     }
 
     boolean finAtHead() {
@@ -133,6 +157,9 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         int remaining = end - offset;
         if (slot == RING) {
             return copyFromRing(allocHandle, copyTo, offset, remaining);
+        }
+        if (slot == RENDEZVOUS) {
+            return takeRendezvousChunk(allocHandle);
         }
         if (allocHandle.guess() >= remaining) {
             ByteBuf lent = lend(slot, offset, end);
@@ -199,6 +226,24 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
     }
 
     /**
+     * Protocol v2: the head rendezvous' next chunk, READ into a buffer of this side's allocator, as it is (no copy,
+     * whatever the allocator's guess: it is the pipeline's buffer, no receive is behind it); once its last chunk is
+     * taken, its credit is owed.
+     */
+    private ByteBuf takeRendezvousChunk(RecvByteBufAllocator.Handle allocHandle) {
+        ByteBuf chunk = rendezvous.takeChunk();
+        int n = chunk.readableBytes();
+        if (rendezvous.headDelivered()) {
+            dequeue();
+            reposted++; // its receive was posted again when the RNDV came: the credit is owed now
+        }
+        allocHandle.attemptedBytesRead(n);
+        allocHandle.lastBytesRead(n);
+        allocHandle.incMessagesRead(1);
+        return chunk;
+    }
+
+    /**
      * The buffer of {@code slot}, lent with {@code [offset, end)}, after its slot went on without it; or {@code null}
      * if the lending bounds or memory don't allow that (the caller copies instead).
      */
@@ -236,12 +281,17 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
 
     /** Drops what the pipeline has not read (input shut down, or the channel closed), posting those receives again. */
     void discardPending() throws VerbsException {
+        if (rendezvous != null) {
+            rendezvous.discard();
+        }
         while (pendCount > 0) {
             int slot = pendSlot[pendHead];
             dequeue();
             if (slot == RING) {
                 ring.space.freeOldest();
                 reposted++;
+            } else if (slot == RENDEZVOUS) {
+                reposted++; // its DONE is owed by the table's discard
             } else if (slot != FIN) {
                 repost(slot);
                 reposted++;
@@ -260,5 +310,8 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         closed = true;
         pendCount = 0;
         slots.close();
+        if (rendezvous != null) {
+            rendezvous.close(); // no READ writes its chunks any more either
+        }
     }
 }

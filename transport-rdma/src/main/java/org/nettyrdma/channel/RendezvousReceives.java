@@ -21,7 +21,7 @@ final class RendezvousReceives {
 
     /** Posts an RDMA READ of {@code length} bytes at the peer's {@code remoteAddress} into {@code into}'s writable bytes. */
     interface ReadPoster {
-        /** Returns the send slot of the READ. */
+        /** Returns the send slot of the READ, or -1 if it cannot be posted now (no place in the send queue). */
         int postRead(long remoteAddress, int rkey, ByteBuf into, int length) throws IOException;
     }
 
@@ -150,6 +150,10 @@ final class RendezvousReceives {
                 chunk.release();
                 throw ex;
             }
+            if (slot < 0) {
+                chunk.release(); // no place now: the next batch end pulls again
+                break;
+            }
             int c = chunkIndex(chunkCount);
             chunks[c] = chunk;
             chunkSlots[c] = slot;
@@ -173,6 +177,11 @@ final class RendezvousReceives {
     /** Whether send slot {@code slot} is the oldest READ in flight (READs complete in posted order). */
     boolean isRead(int slot) {
         return chunksReady < chunkCount && chunkSlots[chunkIndex(chunksReady)] == slot;
+    }
+
+    /** Bytes of the oldest READ in flight ({@link #readsInFlight()}). */
+    int oldestReadLength() {
+        return chunkLengths[chunkIndex(chunksReady)];
     }
 
     /** Whether READs are in flight. */

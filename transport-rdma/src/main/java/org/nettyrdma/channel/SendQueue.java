@@ -32,7 +32,7 @@ import java.util.Arrays;
  * v2's WRITE ring (docs/protocol.md), registered pieces of at least a SEND's size go into the peer's ring by
  * WRITE_WITH_IMM instead, in the same walk and so in stream order. Allocates nothing per message. Event loop only.
  */
-final class SendQueue implements DataPath, StagingPool.Waiter {
+final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceives.ReadPoster {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
     /** Work requests posted with one call at most. */
     private static final int MAX_CHAIN = 32;
@@ -59,6 +59,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
     private final LocalRing localRing;
     /** The peer's WRITE ring, once its RING message arrived; null until then and in protocol v1. */
     private RingWriter peerRing;
+    /** Protocol v2's READ rendezvous, when negotiated: the buffers this side exposes; else null. */
+    private final RendezvousSends rendezvous;
+    /** Readable bytes a registered buffer alone in its region needs at least to go by rendezvous. */
+    private final int rendezvousThreshold;
     /** The loop's send staging for this device and message size. */
     private final StagingPool pool;
     /** What a slot given back to a waiting queue does: touches the connection, whose batch end flushes. */
@@ -121,7 +125,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
      */
     SendQueue(QueuePair qp, StagingPool pool, CreditWindow credits, FlushedMessages flushed,
               RdmaSocketChannelConfig config, RdmaCounters counters, RdmaCounters loopCounters, long wrIdBase,
-              int depth, int maxSge, int maxInline, LocalRing localRing, Runnable onStagingFreed,
+              int depth, int maxSge, int maxInline, LocalRing localRing, boolean rendezvous, Runnable onStagingFreed,
               SolicitedWakeups wakeups) {
         this.qp = qp;
         this.wakeups = wakeups;
@@ -139,6 +143,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         this.maxInline = maxInline;
         this.messageSize = pool.slotSize;
         this.localRing = localRing;
+        this.rendezvous = rendezvous ? new RendezvousSends(pd, depth) : null;
+        rendezvousThreshold = config.getRendezvousThreshold();
         wrs = new WorkRequestList(Math.min(depth, MAX_CHAIN), maxSge);
         slotBytes = new long[depth];
         slotControl = new boolean[depth];
@@ -241,10 +247,15 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
      * it inline, else a staging slot (the caller checked {@link #hasRoom(int)}, which looks for one).
      */
     private ByteBuffer controlBuffer(int i, int slot, int length) throws IOException {
+        return controlBuffer(i, slot, length, WrOpcode.SEND);
+    }
+
+    /** As {@link #controlBuffer(int, int, int)}, a work request of {@code opcode} (SEND or SEND_WITH_INV). */
+    private ByteBuffer controlBuffer(int i, int slot, int length, int opcode) throws IOException {
         if (length <= maxInline) {
             ByteBuffer view = pool.scratchView();
             controlBase = 0;
-            wrs.setSend(i, wrIdBase | slot, WrOpcode.SEND, SendFlags.INLINE)
+            wrs.setSend(i, wrIdBase | slot, opcode, SendFlags.INLINE)
                     .addSge(i, pool.scratchAddress(), length, pool.scratchLkey());
             return view;
         }
@@ -254,7 +265,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
                     + "reached), though one was looked for");
         }
         controlBase = pool.offset(s);
-        wrs.setSend(i, wrIdBase | slot, WrOpcode.SEND, 0).addSge(i, pool.address(s), length, pool.lkey(s));
+        wrs.setSend(i, wrIdBase | slot, opcode, 0).addSge(i, pool.address(s), length, pool.lkey(s));
         return pool.view(s);
     }
 
@@ -324,6 +335,55 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         slotControl[slot] = true;
         occupy();
         post(2, false);
+    }
+
+    /** Protocol v2's READ rendezvous, when negotiated: the buffers this side exposes to the peer; else null. */
+    RendezvousSends rendezvous() {
+        return rendezvous;
+    }
+
+    /**
+     * Protocol v2: the DONE of rendezvous {@code id}, a SEND_WITH_INV of the peer's window {@code rkey}; it takes a place
+     * in the queue and no credit (the peer keeps receives for DONEs beyond its window). The caller checked
+     * {@link #hasRoom(int)}.
+     */
+    void sendDone(int id, int rkey) throws IOException {
+        int slot = next;
+        ByteBuffer view = controlBuffer(0, slot, RdmaProtocol.DONE_MESSAGE_LENGTH, WrOpcode.SEND_WITH_INV);
+        RdmaProtocol.putDone(view, controlBase, id);
+        wrs.invalidateRkey(0, rkey);
+        slotBytes[slot] = 0;
+        slotControl[slot] = true;
+        advance();
+        post(1, false);
+    }
+
+    /**
+     * Protocol v2: an RDMA READ of the peer's rendezvous bytes into {@code into}'s writable bytes (a buffer of a
+     * registered allocator), as a control work request; -1 if the queue has no place for it now.
+     */
+    @Override
+    public int postRead(long remoteAddress, int rkey, ByteBuf into, int length) throws IOException {
+        if (inUse >= depth) {
+            return -1;
+        }
+        RdmaByteBuf target = RdmaByteBuf.unwrap(into);
+        MemoryRegion mr = target.region().memoryRegion(pd);
+        int slot = postControl(WrOpcode.RDMA_READ, remoteAddress, rkey,
+                mr.address() + target.regionOffset() + into.writerIndex(), length, mr.lkey());
+        counters.rendezvousReads++;
+        loopCounters.rendezvousReads++;
+        return slot;
+    }
+
+    /**
+     * Teardown, the QP in error: the windows of the rendezvous go (before the QP is destroyed: a bound window holds it),
+     * then the buffers they exposed are released.
+     */
+    void closeExposure() {
+        if (rendezvous != null) {
+            rendezvous.close();
+        }
     }
 
     /** The peer's handshake lacks {@link RdmaProtocol#FLAG_SOLICITS}: only every completion wakes the loop for it. */
@@ -444,6 +504,9 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
 
     /** A work request was posted in slot {@link #next}: it took a place in the queue. */
     private void advance() {
+        if (rendezvous != null) {
+            rendezvous.posted(next); // its bytes settle behind the rendezvous before it
+        }
         inUse++;
         next = next + 1 == depth ? 0 : next + 1;
     }
@@ -538,7 +601,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         long bytes = 0;
         for (;;) {
             int retired = oldest;
-            bytes += slotBytes[retired];
+            bytes += rendezvous == null ? slotBytes[retired] : rendezvous.completed(retired, slotBytes[retired]);
             releaseStaging(retired);
             if (retired == probeSlot) {
                 probeSlot = -1;
@@ -625,7 +688,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             return msg instanceof ByteBuf ? processBuf((ByteBuf) msg) : processRegion((FileRegion) msg);
         }
 
-        private boolean processBuf(ByteBuf buf) throws VerbsException {
+        private boolean processBuf(ByteBuf buf) throws IOException {
             int index = buf.readerIndex();
             int readable = buf.readableBytes();
             if (skip >= readable) {
@@ -646,7 +709,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
          * controller merges a stream's queued DATA into a composite while it waits for the window.
          * {@code internalComponent} is a slice that the composite makes once per component and keeps.
          */
-        private boolean processComponents(CompositeByteBuf buf, int index, int readable) throws VerbsException {
+        private boolean processComponents(CompositeByteBuf buf, int index, int readable) throws IOException {
             int end = index + readable;
             for (int c = buf.toComponentIndex(index); index < end && c < buf.numComponents(); c++) {
                 int start = buf.toByteIndex(c);
@@ -661,13 +724,17 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
         }
 
         /** {@code readable} bytes of {@code buf} from {@code index} into SENDs (or the peer's ring). */
-        private boolean processBytes(ByteBuf buf, int index, int readable) throws VerbsException {
+        private boolean processBytes(ByteBuf buf, int index, int readable) throws IOException {
             // the buffer's size decides (what was written into it), not the fragment's: the tail of a large
             // registered buffer goes out directly too
             MemoryRegion mr = buf.writerIndex() >= config.getZeroCopyThreshold() && source.locate(buf)
                     ? memoryRegion(source.root()) : null;
             if (mr != null) {
                 source.root().markSentInPlace();
+                // protocol v2: a large buffer alone in its region is announced, and the peer READs it
+                if (rendezvous != null && readable >= rendezvousThreshold && source.root().isAloneInRegion()) {
+                    return rendezvousWrite(buf, mr, mr.address() + source.regionOffset(index), readable);
+                }
             }
             while (readable > 0) {
                 // protocol v2: registered buffers go straight into the peer's ring, as far as it has room; at least a
@@ -847,10 +914,15 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             occupy();
             count++;
             building = false;
+            countMessage(payload);
+        }
+
+        /** A data message of {@code bytes} bytes was built (a SEND, a ring write or an RNDV). */
+        private void countMessage(long bytes) {
             counters.messagesSent++;
-            counters.bytesSent += payload;
+            counters.bytesSent += bytes;
             loopCounters.messagesSent++;
-            loopCounters.bytesSent += payload;
+            loopCounters.bytesSent += bytes;
         }
 
         /**
@@ -888,11 +960,53 @@ final class SendQueue implements DataPath, StagingPool.Waiter {
             counters.zeroCopyBytes += n;
             counters.ringBytesSent += n;
             loopCounters.ringBytesSent += n;
-            counters.messagesSent++;
-            counters.bytesSent += n;
-            loopCounters.messagesSent++;
-            loopCounters.bytesSent += n;
+            countMessage(n);
             return n;
+        }
+
+        /**
+         * Protocol v2: exposes {@code length} bytes at {@code address} of {@code mr} (of {@code buf}, alone in its
+         * region) to the peer by a window bound on this QP, and announces them in an RNDV, chained behind the bind; the
+         * SEND being built goes first, so that bytes stay in order. The RNDV takes a credit (it consumes a receive of
+         * the peer's); its bytes settle at the peer's DONE ({@link RendezvousSends}). The chain is posted at once
+         * (the RNDV may be in the pool's inline scratch). Returns false if it must stop: no credit, no place in the
+         * queue or the chain, no staging for the RNDV, or four rendezvous outstanding (the DONE's arrival flushes).
+         */
+        private boolean rendezvousWrite(ByteBuf buf, MemoryRegion mr, long address, int length) throws IOException {
+            if (building) {
+                end();
+            }
+            if (count + 2 > wrs.capacity()) {
+                listFull = true;
+                return false;
+            }
+            if (!credits.canSendData() || !rendezvous.canStart() || inUse + 2 > depth
+                    || RdmaProtocol.RNDV_MESSAGE_LENGTH > maxInline && !stagingAvailable()) {
+                creditStall = !credits.canSendData();
+                outOfRoom = true;
+                return false;
+            }
+            int bindSlot = next;
+            int rndvSlot = bindSlot + 1 == depth ? 0 : bindSlot + 1;
+            int id = rendezvous.start(buf, mr, address, length, wrs, count, wrIdBase | bindSlot, 0, rndvSlot);
+            slotBytes[bindSlot] = 0;
+            slotControl[bindSlot] = true;
+            advance(); // a bind takes a place in the send queue, not a receive of the peer's
+            count++;
+            ByteBuffer rndv = controlBuffer(count, rndvSlot, RdmaProtocol.RNDV_MESSAGE_LENGTH);
+            rendezvous.putRendezvous(rndv, controlBase, credits.takeOwed(), id);
+            slotBytes[rndvSlot] = 0;
+            slotControl[rndvSlot] = false;
+            unsettledBytes += length;
+            occupy();
+            count++;
+            counters.zeroCopyBytes += length;
+            counters.rendezvousBytesSent += length;
+            loopCounters.rendezvousBytesSent += length;
+            countMessage(length);
+            post(count, false);
+            count = 0;
+            return true;
         }
 
         /** A WRITE_WITH_IMM to {@code remote} in the peer's ring with {@code imm}, settling {@code bytes}; its index. */

@@ -380,7 +380,7 @@ class RdmaIoHandlerTest {
 
         static Client connect(EventLoopGroup group, InetSocketAddress address) throws Exception {
             Client c = new Client();
-            c.channel = RdmaTestSupport.clientBootstrap(group).handler(c).connect(address).sync().channel();
+            c.channel = RdmaTestSupport.plainClientBootstrap(group).handler(c).connect(address).sync().channel();
             return c;
         }
 

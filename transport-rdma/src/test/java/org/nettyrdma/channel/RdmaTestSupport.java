@@ -231,6 +231,20 @@ final class RdmaTestSupport {
     }
 
     /**
+     * {@link #serverBootstrap} whose connections have exactly the queues and credits of the options they are given: no
+     * READ rendezvous, whatever {@code -Dorg.nettyrdma.rendezvous} says (it adds receives and send-queue entries and
+     * turns pooled credits off), for the tests that count them.
+     */
+    static ServerBootstrap plainServerBootstrap(EventLoopGroup parent, EventLoopGroup child) {
+        return serverBootstrap(parent, child).childOption(RdmaChannelOption.RENDEZVOUS, false);
+    }
+
+    /** {@link #clientBootstrap} with no READ rendezvous offered: see {@link #plainServerBootstrap}. */
+    static Bootstrap plainClientBootstrap(EventLoopGroup group) {
+        return clientBootstrap(group).option(RdmaChannelOption.RENDEZVOUS, false);
+    }
+
+    /**
      * Registrations on the loops of {@code group}, as Netty's {@code SingleThreadIoEventLoop} counts them in its
      * registration wrapper (a channel's registration ends when the transport cancels it). Netty 4.2 has no public
      * accessor for IO event loops ({@code registeredChannels()} returns -1 there), so this reads the protected

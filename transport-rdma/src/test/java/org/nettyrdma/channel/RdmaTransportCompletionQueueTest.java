@@ -32,7 +32,7 @@ class RdmaTransportCompletionQueueTest {
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "cq-grow-client", clientHandlers,
                 RdmaTestSupport.config().setCompletionQueueSize(100));
         try {
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+            Channel server = RdmaTestSupport.plainServerBootstrap(serverGroup, serverGroup)
                     .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
             InetSocketAddress address = (InetSocketAddress) server.localAddress();
             List<Client> clients = new ArrayList<>();

@@ -77,7 +77,7 @@ class RdmaTransportCountersTest {
     }
 
     private Channel server(Keeper keeper, int maxLent) throws InterruptedException {
-        return RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+        return RdmaTestSupport.plainServerBootstrap(serverGroup, serverGroup)
                 .childOption(RdmaChannelOption.MAX_LENT_RECEIVE_BYTES, maxLent)
                 // guesses that cover every message: what is not lent is copied because of the bound alone
                 .childOption(ChannelOption.RCVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(65536))
@@ -95,7 +95,7 @@ class RdmaTransportCountersTest {
         Keeper keeper = new Keeper();
         Channel server = server(keeper, 4 << 20);
         try {
-            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.plainClientBootstrap(clientGroup)
                     .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
             RdmaTestSupport.awaitCondition("server child active", () -> keeper.channel.get() != null, 10_000,
                     () -> "no child");
@@ -151,7 +151,7 @@ class RdmaTransportCountersTest {
         int maxLent = 4 * 16384;
         Channel server = server(keeper, maxLent);
         try {
-            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.plainClientBootstrap(clientGroup)
                     .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
             for (int i = 0; i < MESSAGES; i++) {
                 client.writeAndFlush(client.alloc().directBuffer(MESSAGE).writeZero(MESSAGE));

@@ -472,6 +472,100 @@ class RdmaTransportHostilePeerTest {
         assertCleanEnd(what, null);
     }
 
+    // ---- protocol v2's READ rendezvous ----------------------------------------------------------------------------
+
+    /** An RNDV naming memory the peer does not expose: the server's READ is refused and the child fails saying so. */
+    @Test
+    void rendezvousOfMemoryNotExposedFailsTheConnection() throws Exception {
+        misbehaveOnRendezvous("an RNDV of memory not exposed", true, "(?i)rendezvous READ of 4096 bytes at offset 0 of "
+                + "4096 failed: .*", peer -> peer.sendBytes(rndv(0, 4096, 0x1000, 0x1234), RNDV_LENGTH));
+    }
+
+    @Test
+    void rendezvousWithAWrongIdFailsTheConnection() throws Exception {
+        misbehaveOnRendezvous("an RNDV with id 5 first", true, ".*RNDV for rendezvous 5, but the next is 0.*",
+                peer -> peer.sendBytes(rndv(5, 4096, 0x1000, 0x1234), RNDV_LENGTH));
+    }
+
+    @Test
+    void rendezvousOfNoBytesFailsTheConnection() throws Exception {
+        misbehaveOnRendezvous("an RNDV of 0 bytes", true, ".*RNDV message announcing 0 bytes.*",
+                peer -> peer.sendBytes(rndv(0, 0, 0x1000, 0x1234), RNDV_LENGTH));
+    }
+
+    @Test
+    void doneWithNoRendezvousOutstandingFailsTheConnection() throws Exception {
+        misbehaveOnRendezvous("a DONE with none outstanding", true, ".*DONE for rendezvous 4008636142 with none outstanding.*",
+                peer -> peer.sendMessage(RdmaProtocol.TYPE_DONE, 0, 4)); // id 0xEEEEEEEE
+    }
+
+    @Test
+    void rendezvousWithoutNegotiationFailsTheConnection() throws Exception {
+        misbehaveOnRendezvous("an RNDV without the rendezvous negotiated", false,
+                ".*unknown type 5 \\(a rendezvous message, but the READ rendezvous was not negotiated\\).*",
+                peer -> peer.sendBytes(rndv(0, 4096, 0x1000, 0x1234), RNDV_LENGTH));
+    }
+
+    private static final int RNDV_LENGTH = RdmaProtocol.RNDV_MESSAGE_LENGTH;
+
+    private static byte[] rndv(int id, int length, long address, int rkey) {
+        ByteBuffer b = ByteBuffer.allocate(RNDV_LENGTH);
+        RdmaProtocol.putRendezvous(b, 0, 0, id, length, address, rkey);
+        return b.array();
+    }
+
+    /**
+     * On a server that offers the READ rendezvous, a peer that offers it too (or not: {@code offers}) misbehaves: the
+     * child fails with an {@link IOException} matching {@code violation}, nothing reached its pipeline, and the
+     * server is back to its baseline and serves an honest client.
+     */
+    private void misbehaveOnRendezvous(String what, boolean offers, String violation, Misbehaviour misbehaviour)
+            throws Exception {
+        List<Channel> rdvChildren = new CopyOnWriteArrayList<>();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        java.util.concurrent.atomic.AtomicLong delivered = new java.util.concurrent.atomic.AtomicLong();
+        Channel rdvServer = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.RENDEZVOUS, true)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        rdvChildren.add(ch);
+                        ch.pipeline().addLast(new io.netty.channel.ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(io.netty.channel.ChannelHandlerContext ctx, Object msg) {
+                                delivered.addAndGet(((io.netty.buffer.ByteBuf) msg).readableBytes());
+                                ((io.netty.buffer.ByteBuf) msg).release();
+                            }
+                        }, errors);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try (HostilePeer peer = new HostilePeer()) {
+            assertEquals(CmEventType.ESTABLISHED, peer.connect((java.net.InetSocketAddress) rdvServer.localAddress(),
+                    RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16, offers ? RdmaProtocol.FLAG_READ_RENDEZVOUS : 0)),
+                    what + ": " + peer);
+            org.nettyrdma.verbs.DeviceAttributes a = peer.id.device().attributes();
+            org.junit.jupiter.api.Assumptions.assumeTrue(a.supportsMemoryWindows() && a.supportsSendWithInvalidate(),
+                    "the device has no memory windows or no SEND_WITH_INV (iWARP, siw): no READ rendezvous");
+            peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
+            misbehaviour.run(peer);
+            assertNotNull(peer.awaitTornDown(10_000), what + ": the connection is still up 10 s later; " + peer
+                    + "; server child errors " + errors.exceptions);
+        } finally {
+            for (Channel child : rdvChildren) {
+                RdmaTestSupport.await(child.closeFuture(), 10_000, what + ": server child closed",
+                        () -> "errors " + errors.exceptions);
+            }
+            rdvServer.close().sync();
+        }
+        assertEquals(1, rdvChildren.size(), what + ": accepted channels");
+        Throwable t = errors.exceptions.peek();
+        assertTrue(t instanceof IOException && String.valueOf(t.getMessage()).matches(violation),
+                () -> what + ": the child should fail with an IOException matching " + violation + ", got "
+                        + errors.exceptions);
+        assertEquals(0, delivered.get(), what + ": bytes delivered");
+        assertCleanEnd(what, null);
+    }
+
     // ---- memory it was never given ------------------------------------------------------------------------------
 
     /**

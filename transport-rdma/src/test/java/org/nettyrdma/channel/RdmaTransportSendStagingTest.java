@@ -55,7 +55,7 @@ class RdmaTransportSendStagingTest {
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "staging-client", null,
                 RdmaTestSupport.ownReceivesConfig());
         try {
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup).childHandler(Echo.INSTANCE)
+            Channel server = RdmaTestSupport.plainServerBootstrap(serverGroup, serverGroup).childHandler(Echo.INSTANCE)
                     .bind(RdmaTestSupport.anyPort()).sync().channel();
             Pattern pattern = Pattern.standard();
             List<EchoClient> echoes = new ArrayList<>();
@@ -63,7 +63,7 @@ class RdmaTransportSendStagingTest {
             for (int i = 0; i < connections; i++) {
                 EchoClient echo = new EchoClient(3000 + 500 * i, pattern, 1000L * i);
                 echoes.add(echo);
-                clients.add((RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup).handler(echo)
+                clients.add((RdmaSocketChannel) RdmaTestSupport.plainClientBootstrap(clientGroup).handler(echo)
                         .connect(server.localAddress()).sync().channel());
             }
             for (EchoClient e : echoes) {
@@ -136,7 +136,7 @@ class RdmaTransportSendStagingTest {
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "exhausted-client", null, config);
         try {
             ExceptionRecorder serverErrors = new ExceptionRecorder();
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+            Channel server = RdmaTestSupport.plainServerBootstrap(serverGroup, serverGroup)
                     .childOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
                     .childHandler(new ChannelInitializer<Channel>() {
                         @Override
@@ -153,7 +153,7 @@ class RdmaTransportSendStagingTest {
                 StreamReader r = new StreamReader(bytes, pattern);
                 writers.add(w);
                 readers.add(r);
-                clients.add(RdmaTestSupport.clientBootstrap(clientGroup)
+                clients.add(RdmaTestSupport.plainClientBootstrap(clientGroup)
                         .option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
                         .handler(new ChannelInitializer<Channel>() {
                             @Override
@@ -203,12 +203,12 @@ class RdmaTransportSendStagingTest {
                 RdmaTestSupport.ownReceivesConfig());
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "inflight-client", clientHandlers, config);
         try {
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+            Channel server = RdmaTestSupport.plainServerBootstrap(serverGroup, serverGroup)
                     .childOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
                     .childHandler(Discard.INSTANCE).bind(RdmaTestSupport.anyPort()).sync().channel();
             // protocol v1's SENDs through staging, whatever -Dorg.nettyrdma.writeRing says: the registered bytes
             // counted below are its receives and staging slots, not a ring it would expose
-            RdmaSocketChannel silent = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+            RdmaSocketChannel silent = (RdmaSocketChannel) RdmaTestSupport.plainClientBootstrap(clientGroup)
                     .option(RdmaChannelOption.WRITE_RING, false)
                     .option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
                     .option(RdmaChannelOption.KEEPALIVE_MILLIS, 120_000) // its silence is not to end it here
@@ -237,7 +237,7 @@ class RdmaTransportSendStagingTest {
             Pattern pattern = Pattern.standard();
             long bytes = RdmaTestSupport.scaledBytes(4L << 20, 1 << 20);
             StreamWriter w = new StreamWriter(bytes, pattern, RdmaTestSupport.fixedPlan(size, Kind.HEAP), 7);
-            Channel busy = RdmaTestSupport.clientBootstrap(clientGroup)
+            Channel busy = RdmaTestSupport.plainClientBootstrap(clientGroup)
                     .option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size).handler(w)
                     .connect(server.localAddress()).sync().channel();
             RdmaTestSupport.await(w.done, 60_000, "the other stream", w::state);
@@ -292,15 +292,15 @@ class RdmaTransportSendStagingTest {
                 RdmaTestSupport.ownReceivesConfig());
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "wake-client", clientHandlers, config);
         try {
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+            Channel server = RdmaTestSupport.plainServerBootstrap(serverGroup, serverGroup)
                     .childOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
                     .childOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, count)
                     .childHandler(Discard.INSTANCE).bind(RdmaTestSupport.anyPort()).sync().channel();
-            RdmaSocketChannel holder = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+            RdmaSocketChannel holder = (RdmaSocketChannel) RdmaTestSupport.plainClientBootstrap(clientGroup)
                     .option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
                     .option(RdmaChannelOption.RECEIVE_BUFFER_COUNT, count)
                     .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
-            RdmaSocketChannel waiter = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+            RdmaSocketChannel waiter = (RdmaSocketChannel) RdmaTestSupport.plainClientBootstrap(clientGroup)
                     .option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, size)
                     .option(RdmaChannelOption.RECEIVE_BUFFER_COUNT, count)
                     .option(RdmaChannelOption.KEEPALIVE_MILLIS, 0)

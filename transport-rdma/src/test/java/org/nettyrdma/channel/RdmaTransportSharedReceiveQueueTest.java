@@ -164,13 +164,13 @@ class RdmaTransportSharedReceiveQueueTest {
 
     /** A client bootstrap without the WRITE ring offered (it excludes pooled credits; -Dorg.nettyrdma.writeRing=true). */
     private static Bootstrap client(EventLoopGroup group) {
-        return RdmaTestSupport.clientBootstrap(group).option(RdmaChannelOption.WRITE_RING, false);
+        return RdmaTestSupport.plainClientBootstrap(group).option(RdmaChannelOption.WRITE_RING, false);
     }
 
     /** A server whose accepted channels go to {@code accepted}, with {@code handler}, offering the WRITE ring or not. */
     private static Channel server(EventLoopGroup group, List<RdmaSocketChannel> accepted, boolean writeRing,
             ChannelHandler handler) throws InterruptedException {
-        return RdmaTestSupport.serverBootstrap(group, group).childOption(RdmaChannelOption.WRITE_RING, writeRing)
+        return RdmaTestSupport.plainServerBootstrap(group, group).childOption(RdmaChannelOption.WRITE_RING, writeRing)
                 .childHandler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel ch) {
@@ -396,7 +396,7 @@ class RdmaTransportSharedReceiveQueueTest {
                 }
             };
             List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+            Channel server = RdmaTestSupport.plainServerBootstrap(serverGroup, serverGroup)
                     .childOption(RdmaChannelOption.WRITE_RING, false)
                     .childOption(ChannelOption.AUTO_READ, false)
                     .childOption(ChannelOption.RECVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(16384)
@@ -476,7 +476,7 @@ class RdmaTransportSharedReceiveQueueTest {
             List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
             Channel server = server(group, accepted, true, Echo.INSTANCE);
             EchoClient echo = new EchoClient(4 << 20, Pattern.standard(), 3);
-            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group)
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.plainClientBootstrap(group)
                     .option(RdmaChannelOption.WRITE_RING, true).handler(echo).connect(server.localAddress()).sync()
                     .channel();
             RdmaTestSupport.await(echo.done, 60_000, "the echo", echo::state);
@@ -545,10 +545,10 @@ class RdmaTransportSharedReceiveQueueTest {
         EventLoopGroup group = RdmaTestSupport.newGroup(1, "no-srq", null,
                 RdmaTestSupport.config().setSharedReceiveQueue(false));
         try {
-            Channel server = RdmaTestSupport.serverBootstrap(group, group).childHandler(Echo.INSTANCE)
+            Channel server = RdmaTestSupport.plainServerBootstrap(group, group).childHandler(Echo.INSTANCE)
                     .bind(RdmaTestSupport.anyPort()).sync().channel();
             EchoClient echo = new EchoClient(100_000, Pattern.standard(), 0);
-            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(group).handler(echo)
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.plainClientBootstrap(group).handler(echo)
                     .connect(server.localAddress()).sync().channel();
             RdmaTestSupport.await(echo.done, 30_000, "the echo", echo::state);
             assertNull(pool(client));

@@ -1,0 +1,253 @@
+package org.nettyrdma.channel;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
+import org.nettyrdma.channel.RdmaTestSupport.Kind;
+import org.nettyrdma.channel.RdmaTestSupport.Pattern;
+import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
+import org.nettyrdma.channel.RdmaTestSupport.StreamWriter;
+import org.nettyrdma.channel.RdmaTestSupport.WritePlan;
+import org.nettyrdma.verbs.DeviceAttributes;
+
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Protocol v2's READ rendezvous (docs/protocol.md): negotiated only when both sides offer it and the device has memory
+ * windows and SEND_WITH_INV; registered buffers alone in their region, at least the threshold long, are announced and
+ * READ by the receiver; every combination of offers interoperates, byte-checked, with the WRITE ring too.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class RdmaTransportRendezvousTest {
+    private EventLoopGroup serverGroup;
+    private EventLoopGroup clientGroup;
+
+    @BeforeEach
+    void setUp() {
+        serverGroup = RdmaTestSupport.newGroup(1, "rendezvous-server");
+        clientGroup = RdmaTestSupport.newGroup(1, "rendezvous-client");
+    }
+
+    @AfterEach
+    void tearDown() throws InterruptedException {
+        RdmaTestSupport.shutdown(clientGroup, serverGroup);
+    }
+
+    /** What a stream left behind: the counters of both ends, and whether the rendezvous was used. */
+    private static final class Result {
+        RdmaCounters client;
+        RdmaCounters server;
+        boolean rendezvous;
+    }
+
+    private static boolean rendezvousDevice(RdmaSocketChannel ch) throws Exception {
+        DeviceAttributes a = RdmaTestSupport.onLoop(ch, ch::deviceAttributes);
+        return a.supportsMemoryWindows() && a.supportsSendWithInvalidate() && a.maxQpRdAtom() > 0;
+    }
+
+    private Result stream(long total, WritePlan plan, boolean clientOffers, boolean serverOffers, boolean ring,
+                          int threshold) throws Exception {
+        return stream(total, plan, clientOffers, serverOffers, ring, threshold, ch -> { });
+    }
+
+    private Result stream(long total, WritePlan plan, boolean clientOffers, boolean serverOffers, boolean ring,
+                          int threshold, Consumer<Channel> childSetUp) throws Exception {
+        Pattern pattern = Pattern.standard();
+        StreamReader reader = new StreamReader(total, pattern);
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        AtomicReference<RdmaSocketChannel> child = new AtomicReference<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.RENDEZVOUS, serverOffers)
+                .childOption(RdmaChannelOption.WRITE_RING, ring)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        child.set((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(reader, serverErrors);
+                        childSetUp.accept(ch);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        StreamWriter writer = new StreamWriter(total, pattern, plan, 23);
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                .option(RdmaChannelOption.RENDEZVOUS, clientOffers)
+                .option(RdmaChannelOption.RENDEZVOUS_THRESHOLD, threshold)
+                .option(RdmaChannelOption.WRITE_RING, ring)
+                .handler(writer)
+                .connect(server.localAddress()).sync().channel();
+        Supplier<String> state = () -> writer.state() + ", " + reader.state() + ", client " + client.counters()
+                + ", server errors " + serverErrors.exceptions;
+        try {
+            RdmaTestSupport.await(writer.done, 100_000, "all writes succeeded", state);
+            long received = RdmaTestSupport.await(reader.done, 100_000, "all bytes received", state);
+            assertEquals(total, received, "bytes received");
+            assertEquals(writer.crc.getValue(), reader.crc.getValue(), "CRC32C of the stream, sender vs receiver");
+            assertTrue(writer.exceptions.isEmpty(), () -> "client exceptions: " + writer.exceptions);
+            assertTrue(reader.exceptions.isEmpty() && serverErrors.exceptions.isEmpty(),
+                    () -> "server exceptions: " + reader.exceptions + serverErrors.exceptions);
+            Result r = new Result();
+            r.rendezvous = clientOffers && serverOffers && rendezvousDevice(client);
+            r.client = client.counters();
+            r.server = child.get().counters();
+            System.out.println("[RdmaTransportRendezvousTest] client " + r.client + "; server child " + r.server);
+            assertEquals(r.client.rendezvousBytesSent(), r.server.rendezvousBytesRead(),
+                    () -> "rendezvous bytes announced vs read: " + state.get());
+            if (!r.rendezvous) {
+                assertEquals(0, r.client.rendezvousBytesSent(), "rendezvous without one negotiated");
+            }
+            return r;
+        } finally {
+            client.close().sync();
+            server.close().sync();
+        }
+    }
+
+    /** v1 and rendezvous peers in all four combinations, with and without the WRITE ring: bytes arrive exact. */
+    @ParameterizedTest(name = "client offers {0}, server offers {1}, ring {2}")
+    @CsvSource({"false,false,false", "true,false,false", "false,true,false", "true,true,false", "true,true,true"})
+    void everyCombinationOfOffersInteroperates(boolean clientOffers, boolean serverOffers, boolean ring)
+            throws Exception {
+        long total = RdmaTestSupport.scaledBytes(64L << 20, 4 << 20);
+        Result r = stream(total, RdmaTestSupport.mixedPlan(4 << 20), clientOffers, serverOffers, ring, 1 << 20);
+        if (r.rendezvous) {
+            assertTrue(r.client.rendezvousBytesSent() > 0, () -> "nothing went by rendezvous: " + r.client);
+            assertTrue(r.server.rendezvousReads() > 0, () -> "no READ: " + r.server);
+        }
+    }
+
+    /**
+     * Only large registered buffers: every write goes by rendezvous (8 MiB buffers, READ in 1 MiB chunks, at most four
+     * outstanding), nothing is copied on either side.
+     */
+    @Test
+    void largeRegisteredBuffersAreReadWithoutCopy() throws Exception {
+        long total = RdmaTestSupport.scaledBytes(128L << 20, 8 << 20);
+        Result r = stream(total, RdmaTestSupport.fixedPlan(8 << 20, Kind.REGISTERED), true, true, false, 1 << 20);
+        if (r.rendezvous) {
+            assertEquals(total, r.client.rendezvousBytesSent(), () -> "client " + r.client);
+            assertEquals(0, r.client.copiedBytes(), () -> "client " + r.client);
+            assertEquals(0, r.server.receiveCopiedBytes(), () -> "server " + r.server);
+            assertEquals(total / (1 << 20), r.server.rendezvousReads(), () -> "one READ per MiB: " + r.server);
+        }
+    }
+
+    /**
+     * A slow reader (autoRead off, one {@code read()} a millisecond) that holds every chunk it got until the end: the
+     * receiver never holds more than the read-ahead of chunks not yet delivered, the writer's rendezvous wait for the
+     * reader, every byte arrives in order.
+     */
+    @Test
+    void slowReaderHoldingChunksStaysWithinTheReadAhead() throws Exception {
+        long total = RdmaTestSupport.scaledBytes(32L << 20, 4 << 20);
+        List<ByteBuf> held = new CopyOnWriteArrayList<>();
+        AtomicLong maxHeld = new AtomicLong();
+        Result r = stream(total, RdmaTestSupport.fixedPlan(3 << 20, Kind.REGISTERED), true, true, false, 1 << 20,
+                ch -> {
+                    ch.config().setAutoRead(false);
+                    ch.pipeline().addFirst(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelActive(ChannelHandlerContext ctx) {
+                            ctx.executor().scheduleAtFixedRate(ctx::read, 1, 1, TimeUnit.MILLISECONDS);
+                            ctx.fireChannelActive();
+                        }
+
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            RendezvousReceives table = ((RdmaSocketChannel) ctx.channel()).resources()
+                                    .rendezvousReceives;
+                            if (table != null) {
+                                maxHeld.accumulateAndGet(table.heldBytes(), Math::max);
+                            }
+                            held.add(((ByteBuf) msg).retain());
+                            ctx.fireChannelRead(msg);
+                        }
+                    });
+                });
+        try {
+            assertTrue(held.size() > 1, "buffers held");
+        } finally {
+            held.forEach(ByteBuf::release);
+        }
+        if (r.rendezvous) {
+            // all but a last write of 1 MiB or less (a pooled slot, not alone in its region: sent as SENDs)
+            assertTrue(r.client.rendezvousBytesSent() >= total - (1 << 20), () -> "client " + r.client);
+            assertTrue(maxHeld.get() <= 4 << 20, () -> "chunks held beyond the read-ahead: " + maxHeld.get());
+        }
+    }
+
+    /**
+     * One end closes in the middle of a stream of 2 MiB rendezvous: with the writer closing, the reader gets a
+     * byte-exact prefix and then the end; with the reader closing, the writer's connection ends (its writes fail or
+     * succeed, none hangs). Either way both connections free everything (windows, exposed buffers, chunks, registered
+     * memory, queue pairs).
+     */
+    @ParameterizedTest(name = "the {0} closes")
+    @CsvSource({"writer", "reader"})
+    void closeMidStreamFreesEverything(String closing) throws Exception {
+        Pattern pattern = Pattern.standard();
+        long total = RdmaTestSupport.scaledBytes(256L << 20, 8 << 20); // not reached: an end closes at an eighth
+        long closeAt = total / 8;
+        StreamReader reader = new StreamReader(total, pattern);
+        AtomicReference<RdmaSocketChannel> child = new AtomicReference<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.RENDEZVOUS, true)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        child.set((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(reader);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        StreamWriter writer = new StreamWriter(total, pattern, RdmaTestSupport.fixedPlan(2 << 20, Kind.REGISTERED), 3);
+        RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                .option(RdmaChannelOption.RENDEZVOUS, true)
+                .handler(writer)
+                .connect(server.localAddress()).sync().channel();
+        Supplier<String> state = () -> writer.state() + ", " + reader.state() + ", client " + client.counters()
+                + ", child " + (child.get() == null ? null : child.get().counters());
+        boolean rendezvous = rendezvousDevice(client);
+        try {
+            RdmaTestSupport.awaitCondition(closeAt + " bytes received", () -> reader.received >= closeAt, 60_000,
+                    state);
+            if (closing.equals("writer")) {
+                client.close().sync();
+                RdmaTestSupport.await(reader.inactive, 30_000, "the server child inactive", state);
+                assertTrue(reader.exceptions.isEmpty(), state);
+                assertTrue(reader.received >= closeAt && reader.received <= writer.written, state);
+            } else {
+                child.get().close().sync();
+                RdmaTestSupport.awaitCondition("the client closed", () -> !client.isOpen(), 30_000, state);
+            }
+            RdmaTestSupport.awaitCondition("both connections freed", () -> RdmaTestSupport.registeredChannels(
+                    clientGroup) == 0 && RdmaTestSupport.registeredChannels(serverGroup) == 1, 15_000, state);
+            assertEquals(0, client.counters().registeredBytes(), state);
+            assertEquals(0, client.counters().queuePairs(), state);
+            assertEquals(0, child.get().counters().registeredBytes(), state);
+            assertEquals(0, child.get().counters().queuePairs(), state);
+            if (rendezvous) {
+                assertTrue(client.counters().rendezvousBytesSent() > 0, state);
+            }
+        } finally {
+            client.close().sync();
+            server.close().sync();
+        }
+    }
+}
