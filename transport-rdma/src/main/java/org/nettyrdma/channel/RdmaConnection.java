@@ -536,10 +536,11 @@ final class RdmaConnection {
 
     /**
      * Protocol v2: posts the DONEs this side owes (in RNDV order) and the READs the rendezvous' bounds allow, as far as
-     * the send queue has places; the rest waits for the next batch end (a completion frees places and touches).
+     * the send queue has places; the rest waits for the next batch end (a completion frees places and touches). Nothing
+     * without the rendezvous offered, or before the send side is open.
      */
     private void pullRendezvous() {
-        if (is(DESTROYED | FAILED | PEER_GONE)) {
+        if (res.rendezvousReceives == null || sends == null || !is(SEND_OPEN) || is(DESTROYED | FAILED | PEER_GONE)) {
             return;
         }
         RendezvousReceives table = res.rendezvousReceives;
@@ -668,9 +669,7 @@ final class RdmaConnection {
         }
         credits.oweData(recv.takeReposted());
         maybeReturnCredits();
-        if (res.rendezvousReceives != null && sends != null && is(SEND_OPEN)) {
-            pullRendezvous(); // a chunk taken makes room in the read-ahead (a read() need not follow a completion)
-        }
+        pullRendezvous(); // a chunk taken makes room in the read-ahead (a read() need not follow a completion)
         return buf;
     }
 
@@ -698,9 +697,7 @@ final class RdmaConnection {
         }
         credits.oweData(recv.takeReposted());
         maybeReturnCredits();
-        if (res.rendezvousReceives != null && sends != null && is(SEND_OPEN)) {
-            pullRendezvous(); // the DONEs the discard owes: the peer's writes complete, its buffers go
-        }
+        pullRendezvous(); // the DONEs the discard owes: the peer's writes complete, its buffers go
     }
 
     /** Asks for {@link #onBatchComplete()} at the end of the current batch, once. */
@@ -788,9 +785,7 @@ final class RdmaConnection {
         if (writeRing && !is(RING_OFFERED)) {
             offerRing();
         }
-        if (res.rendezvousReceives != null && sends != null && is(SEND_OPEN)) {
-            pullRendezvous();
-        }
+        pullRendezvous();
         if (is(SEND_BLOCKED) && sends != null && sends.hasRoom() && credits.canSendData() && ch.isActive()) {
             unsafe.flush0(); // only when flushed bytes wait and can move: a flush walks the messages in flight
         }
@@ -968,13 +963,16 @@ final class RdmaConnection {
         boolean control = sends.isControl(slot);
         boolean probe = sends.isProbe(slot);
         RendezvousReceives reads = res.rendezvousReceives;
-        if (reads != null && reads.isRead(slot)) {
-            long n = sends.complete(slot); // (the bytes of unsignalled requests before it)
-            if (n < 0) {
-                unsafe.fail(new IOException("the completion of a rendezvous READ came out of posted order"));
-                return;
-            }
-            settle(n);
+        boolean read = reads != null && reads.isRead(slot);
+        long n = sends.complete(slot);
+        if (n < 0) {
+            unsafe.fail(new IOException("send completion of work request " + slot + " (" + WcStatus.name(status)
+                    + ") came out of posted order, after a later request's: the device reordered completions "
+                    + "(a bug of the device's or of this transport's fencing); the connection cannot tell what was sent"));
+            return;
+        }
+        if (read) {
+            settle(n); // (the bytes of unsignalled requests before it)
             int length = reads.oldestReadLength();
             IOException failed = reads.readCompleted(status);
             if (failed != null) {
@@ -989,13 +987,6 @@ final class RdmaConnection {
             handler.counters().bytesReceived += length;
             handler.counters().rendezvousBytesRead += length;
             touch(); // the batch end reads the chunk on, pulls more, posts an owed DONE
-            return;
-        }
-        long n = sends.complete(slot);
-        if (n < 0) {
-            unsafe.fail(new IOException("send completion of work request " + slot + " (" + WcStatus.name(status)
-                    + ") came out of posted order, after a later request's: the device reordered completions "
-                    + "(a bug of the device's or of this transport's fencing); the connection cannot tell what was sent"));
             return;
         }
         if (probe && is(FENCE_POSTED)) {

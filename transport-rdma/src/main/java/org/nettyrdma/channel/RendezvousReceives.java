@@ -179,14 +179,9 @@ final class RendezvousReceives {
         return chunksReady < chunkCount && chunkSlots[chunkIndex(chunksReady)] == slot;
     }
 
-    /** Bytes of the oldest READ in flight ({@link #readsInFlight()}). */
+    /** Bytes of the oldest READ in flight. */
     int oldestReadLength() {
         return chunkLengths[chunkIndex(chunksReady)];
-    }
-
-    /** Whether READs are in flight. */
-    boolean readsInFlight() {
-        return chunksReady < chunkCount;
     }
 
     /**

@@ -196,11 +196,6 @@ final class RendezvousSends {
         return Integer.compareUnsigned(nextId - 1 - id, unsettled) < 0;
     }
 
-    /** Rendezvous started and not settled. */
-    int unsettled() {
-        return unsettled;
-    }
-
     /** Bytes the peer may read now: of rendezvous whose DONE has not arrived. */
     long exposedBytes() {
         return exposedBytes;
