@@ -21,7 +21,7 @@ final class PerfOptions {
             "                         is available and the host is not a loopback address, else emulated)",
             "  -m, --mode LIST        latency,bandwidth (or lat,bw; default both)",
             "  -s, --size LIST        message sizes, e.g. 8,64,4K,1M, or a range of powers of two 8-1M",
-            "                         (default 64,4K,64K,1M; 1 B to 1 MiB)",
+            "                         (default 64,4K,64K,1M; 1 B to 64 MiB)",
             "  -a, --all              every power of two from 8 B to 1 MiB (perftest's -a)",
             "      --lat-sizes LIST   sizes for latency only (default: --size)",
             "      --bw-sizes LIST    sizes for bandwidth only (default: --size)",
@@ -255,7 +255,7 @@ final class PerfOptions {
         throw new IllegalArgumentException(option + ": " + s + " (expected a number of seconds)");
     }
 
-    /** "8,64,4K,1M" or "8-1M" (the powers of two from 8 to 1 MiB); each from 1 B to 1 MiB. */
+    /** "8,64,4K,1M" or "8-1M" (the powers of two from 8 to 1 MiB); each from 1 B to 64 MiB. */
     static int[] sizes(String list) {
         List<Integer> sizes = new ArrayList<>();
         for (String part : list.split(",")) {
@@ -304,6 +304,6 @@ final class PerfOptions {
         } catch (NumberFormatException ignored) {
             // below
         }
-        throw new IllegalArgumentException("message size " + s + " (expected 1 B to 1 MiB, e.g. 64, 4K, 1M)");
+        throw new IllegalArgumentException("message size " + s + " (expected 1 B to 64 MiB, e.g. 64, 4K, 1M)");
     }
 }

@@ -20,7 +20,8 @@ final class PerfProtocol {
     static final byte MODE_BANDWIDTH = 2;
     static final byte FLAG_VERIFY = 1;
     static final int MIN_SIZE = 1;
-    static final int MAX_SIZE = 1 << 20;
+    /** 64 MiB: beyond the allocator's 1 MiB slots, where protocol v2's READ rendezvous applies. */
+    static final int MAX_SIZE = 64 << 20;
 
     private PerfProtocol() {
     }

@@ -15,7 +15,8 @@ import java.util.TreeSet;
 /** The results as an aligned table, as CSV, and as an SVG plot (hand-written, no dependencies). */
 final class PerfReport {
     static final String CSV_HEADER = "transport,mode,size_bytes,connections,iterations,seconds,min_us,p50_us,p99_us,"
-            + "p999_us,max_us,mb_per_s,msgs_per_s,cpu_s_per_gb,alloc_b_per_msg,allocator,verified,status";
+            + "p999_us,max_us,mb_per_s,msgs_per_s,cpu_s_per_gb,alloc_b_per_msg,allocator,verified,status,"
+            + "copied_pct,ring_pct,rendezvous_pct";
 
     private PerfReport() {
     }
@@ -92,6 +93,7 @@ final class PerfReport {
             out.printf(Locale.ROOT, t + " %s%n", r.transport, r.status);
         }
         printRegistered(out, results, t, bothEnds);
+        printPaths(out, results, t);
         if (baseline != null) {
             printRatios(out, results, baseline, t);
         }
@@ -132,6 +134,26 @@ final class PerfReport {
             }
             out.printf(Locale.ROOT, t + " %9s %5s %9.1f %9.1f%n", r.transport, r.mode, size(r.size),
                     r.registeredIdleBytesPerConnection / 1024, r.registeredActiveBytesPerConnection / 1024);
+        }
+    }
+
+    /** RDMA rows: how the client's bytes went (SendPaths). */
+    private static void printPaths(PrintStream out, List<PerfResult> results, String t) {
+        boolean header = false;
+        for (PerfResult r : results) {
+            if (!r.ok() || Double.isNaN(r.copiedPercent)) {
+                continue;
+            }
+            if (!header) {
+                out.println();
+                out.println("the client's bytes by path, %: copied into staging, placed in the peer's WRITE ring,"
+                        + " read by the peer (READ rendezvous); the rest are SENDs from registered buffers");
+                out.printf(Locale.ROOT, t + " %9s %9s %7s %7s %10s%n", "transport", "mode", "size", "copied", "ring",
+                        "rendezvous");
+                header = true;
+            }
+            out.printf(Locale.ROOT, t + " %9s %9s %7.1f %7.1f %10.1f%n", r.transport, r.mode, size(r.size),
+                    r.copiedPercent, r.ringPercent, r.rendezvousPercent);
         }
     }
 
@@ -197,7 +219,9 @@ final class PerfReport {
                     .append(',').append(csvNumber(r.messagesPerSecond, 1)).append(',')
                     .append(csvNumber(r.cpuSecondsPerGigabyte, 4)).append(',')
                     .append(csvNumber(r.allocatedBytesPerMessage, 3)).append(',').append(csv(r.allocator))
-                    .append(',').append(r.verified).append(',').append(csv(r.status)).append('\n');
+                    .append(',').append(r.verified).append(',').append(csv(r.status)).append(',')
+                    .append(csvNumber(r.copiedPercent, 1)).append(',').append(csvNumber(r.ringPercent, 1)).append(',')
+                    .append(csvNumber(r.rendezvousPercent, 1)).append('\n');
         }
         writeFile(file, sb.toString());
     }

@@ -26,6 +26,10 @@ final class PerfResult {
     /** RDMA: registered bytes per connection once connected and idle, and the most while this row ran (NaN: none). */
     double registeredIdleBytesPerConnection = Double.NaN;
     double registeredActiveBytesPerConnection = Double.NaN;
+    /** RDMA: the shares of the client's bytes copied, placed in the peer's WRITE ring, sent by READ rendezvous. */
+    double copiedPercent = Double.NaN;
+    double ringPercent = Double.NaN;
+    double rendezvousPercent = Double.NaN;
     /** The simple class name of the client channel's allocator. */
     String allocator = "";
     /** What was checked: "bytes" or "bytes+content". */

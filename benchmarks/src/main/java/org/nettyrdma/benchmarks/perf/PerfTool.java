@@ -162,6 +162,7 @@ public final class PerfTool {
             if (registered != null) {
                 registered.sampleIdle();
             }
+            SendPaths paths = SendPaths.of(transport, clientGroup);
             String allocator = channels.get(0).alloc().getClass().getSimpleName();
             long[] loopThreads = loopThreads(serverGroup, clientGroup);
             List<int[]> plan = new ArrayList<>();
@@ -182,7 +183,7 @@ public final class PerfTool {
                 if (step[0] != warmedMode) {
                     warmedMode = (byte) step[0];
                     PerfResult discarded = new PerfResult(label, "", step[1], o.connections);
-                    measure(discarded, warmedMode, channels, handlers, loopThreads, o, null);
+                    measure(discarded, warmedMode, channels, handlers, loopThreads, o, null, null);
                 }
             }
             for (int[] step : plan) {
@@ -190,7 +191,7 @@ public final class PerfTool {
                 current = new PerfResult(label, mode == PerfProtocol.MODE_LATENCY ? PerfResult.LATENCY
                         : PerfResult.BANDWIDTH, step[1], o.connections);
                 current.allocator = allocator;
-                measure(current, mode, channels, handlers, loopThreads, o, registered);
+                measure(current, mode, channels, handlers, loopThreads, o, registered, paths);
                 results.add(current);
                 err.println(PerfReport.progressLine(current));
                 current = null;
@@ -220,7 +221,8 @@ public final class PerfTool {
 
     /** Warm-up rounds (not measured), then the measured round; fills {@code r}. */
     private static void measure(PerfResult r, byte mode, List<Channel> channels, PerfClientHandler[] handlers,
-                                long[] loopThreads, PerfOptions o, RegisteredMemory registered) throws Exception {
+                                long[] loopThreads, PerfOptions o, RegisteredMemory registered, SendPaths paths)
+            throws Exception {
         boolean latency = mode == PerfProtocol.MODE_LATENCY;
         long timeoutNs = (long) ((o.timeoutSeconds + 4 * (o.durationMode() ? o.durationSeconds : 0)) * 1e9);
         long count = o.durationMode() ? FIRST_CALIBRATION_COUNT : o.iterations;
@@ -249,6 +251,9 @@ public final class PerfTool {
             count = Math.min(count, MAX_SAMPLES);
         }
 
+        if (paths != null) {
+            paths.start();
+        }
         long cpuBeforeNs = processCpuNs();
         long allocatedBefore = allocatedBytes(loopThreads);
         PerfClientHandler.Round[] rounds = round(channels, handlers, mode, r.size, count, o.verify, latency,
@@ -257,6 +262,9 @@ public final class PerfTool {
         long cpuNs = processCpuNs() - cpuBeforeNs;
         if (registered != null) {
             registered.report(r);
+        }
+        if (paths != null) {
+            paths.report(r);
         }
 
         long elapsedNs = elapsedNs(rounds);
