@@ -455,7 +455,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
         for (int i = 0; i < count; i++) {
             int opcode = wrs.opcode(i);
             int flags = wrs.sendFlags(i);
-            if (opcode == WrOpcode.SEND || opcode == WrOpcode.RDMA_WRITE_WITH_IMM) {
+            if (opcode == WrOpcode.SEND || opcode == WrOpcode.RDMA_WRITE_WITH_IMM
+                    || opcode == WrOpcode.SEND_WITH_INV) { // a DONE: the writer waits for it with nothing in flight
                 flags |= SendFlags.SOLICITED; // wakes a peer armed for solicited completions (SolicitedWakeups)
             }
             if (++unsignalled >= SIGNAL_EVERY || i == count - 1) {

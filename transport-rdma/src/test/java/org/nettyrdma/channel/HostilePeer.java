@@ -166,19 +166,44 @@ final class HostilePeer implements AutoCloseable {
      * {address, length, rkey}.
      */
     long[] awaitRing() throws Exception {
+        io.netty.buffer.ByteBuf m = awaitMessage(RdmaProtocol.TYPE_RING);
+        int h = RdmaProtocol.HEADER_LENGTH;
+        return new long[] {m.getLong(h), m.getInt(h + 8), m.getInt(h + 12)};
+    }
+
+    /**
+     * Waits for the server's next message of {@code type}, posting the receives of it and of what comes before it
+     * again: a copy of it.
+     */
+    io.netty.buffer.ByteBuf awaitMessage(int type) throws Exception {
         while (true) {
             long[] wc = take(true, 10_000);
-            assertEquals(WcStatus.SUCCESS, (int) wc[1], () -> "a receive before the RING message: " + this);
+            assertEquals(WcStatus.SUCCESS, (int) wc[1], () -> "a receive before a message of type " + type + ": " + this);
             int slot = (int) wc[0];
-            ByteBuffer r = recvMr.buffer();
+            ByteBuffer r = recvMr.buffer().duplicate();
             int at = slot * RECEIVE_SIZE;
-            int type = r.get(at) & 0xff;
+            byte[] copy = new byte[(int) wc[2]];
+            r.position(at);
+            r.get(copy);
             postRecv(slot);
-            if (type == RdmaProtocol.TYPE_RING) {
-                int h = RdmaProtocol.HEADER_LENGTH;
-                return new long[] {r.getLong(at + h), r.getInt(at + h + 8), r.getInt(at + h + 12)};
+            if ((copy[0] & 0xff) == type) {
+                return io.netty.buffer.Unpooled.wrappedBuffer(copy);
             }
         }
+    }
+
+    /** A SEND_WITH_INV of {@code rkey} carrying a protocol header ({@code type}, no credits) and {@code payload} bytes. */
+    void sendMessageWithInvalidate(int type, int payload, int rkey) {
+        ByteBuffer b = sendMr.buffer();
+        RdmaProtocol.putHeader(b, 0, type, 0);
+        for (int i = 0; i < payload; i++) {
+            b.put(RdmaProtocol.HEADER_LENGTH + i, (byte) 0xEE);
+        }
+        wrs.setSend(0, SEND_WR_ID, WrOpcode.SEND_WITH_INV, SendFlags.SIGNALED).invalidateRkey(0, rkey)
+                .addSge(0, sendMr.address(), RdmaProtocol.HEADER_LENGTH + payload, sendMr.lkey());
+        int rc = qp.postSend(wrs, 0, 1);
+        history.add("post SEND_WITH_INV of rkey 0x" + Integer.toHexString(rkey) + ": " + rc);
+        assertEquals(0, rc, () -> "ibv_post_send: " + this);
     }
 
     /**

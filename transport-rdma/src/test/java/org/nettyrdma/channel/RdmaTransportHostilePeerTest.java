@@ -477,33 +477,72 @@ class RdmaTransportHostilePeerTest {
     /** An RNDV naming memory the peer does not expose: the server's READ is refused and the child fails saying so. */
     @Test
     void rendezvousOfMemoryNotExposedFailsTheConnection() throws Exception {
-        misbehaveOnRendezvous("an RNDV of memory not exposed", true, "(?i)rendezvous READ of 4096 bytes at offset 0 of "
+        misbehaveOnRendezvous("an RNDV of memory not exposed", true, 0, "(?i)rendezvous READ of 4096 bytes at offset 0 of "
                 + "4096 failed: .*", peer -> peer.sendBytes(rndv(0, 4096, 0x1000, 0x1234), RNDV_LENGTH));
     }
 
     @Test
     void rendezvousWithAWrongIdFailsTheConnection() throws Exception {
-        misbehaveOnRendezvous("an RNDV with id 5 first", true, ".*RNDV for rendezvous 5, but the next is 0.*",
+        misbehaveOnRendezvous("an RNDV with id 5 first", true, 0, ".*RNDV for rendezvous 5, but the next is 0.*",
                 peer -> peer.sendBytes(rndv(5, 4096, 0x1000, 0x1234), RNDV_LENGTH));
     }
 
     @Test
     void rendezvousOfNoBytesFailsTheConnection() throws Exception {
-        misbehaveOnRendezvous("an RNDV of 0 bytes", true, ".*RNDV message announcing 0 bytes.*",
+        misbehaveOnRendezvous("an RNDV of 0 bytes", true, 0, ".*RNDV message announcing 0 bytes.*",
                 peer -> peer.sendBytes(rndv(0, 0, 0x1000, 0x1234), RNDV_LENGTH));
     }
 
     @Test
     void doneWithNoRendezvousOutstandingFailsTheConnection() throws Exception {
-        misbehaveOnRendezvous("a DONE with none outstanding", true, ".*DONE for rendezvous 4008636142 with none outstanding.*",
+        misbehaveOnRendezvous("a DONE with none outstanding", true, 0, ".*DONE for rendezvous 4008636142 with none outstanding.*",
                 peer -> peer.sendMessage(RdmaProtocol.TYPE_DONE, 0, 4)); // id 0xEEEEEEEE
     }
 
     @Test
     void rendezvousWithoutNegotiationFailsTheConnection() throws Exception {
-        misbehaveOnRendezvous("an RNDV without the rendezvous negotiated", false,
+        misbehaveOnRendezvous("an RNDV without the rendezvous negotiated", false, 0,
                 ".*unknown type 5 \\(a rendezvous message, but the READ rendezvous was not negotiated\\).*",
                 peer -> peer.sendBytes(rndv(0, 4096, 0x1000, 0x1234), RNDV_LENGTH));
+    }
+
+    /**
+     * A peer that takes the server's RNDV and sends a DATA message as SEND_WITH_INV of its window instead of a DONE:
+     * the window is revoked, but only a DONE may revoke it. The child fails saying so, its write fails and the buffer
+     * it exposed is released.
+     */
+    @Test
+    void dataSentAsSendWithInvalidateFailsTheConnection() throws Exception {
+        misbehaveOnRendezvous("a DATA as SEND_WITH_INV of the window", true, EXPOSED,
+                ".*sent a message of type 1 as SEND_WITH_INV \\(only a DONE invalidates\\).*", peer -> {
+                    io.netty.buffer.ByteBuf rndv = peer.awaitMessage(RdmaProtocol.TYPE_RNDV);
+                    peer.sendMessageWithInvalidate(RdmaProtocol.TYPE_DATA, 16, RdmaProtocol.rendezvousRkey(rndv));
+                });
+    }
+
+    /**
+     * A peer that READs part of the buffer the server exposed to it and disconnects without a DONE: what it read is
+     * the server's bytes; the child closes, its write fails, the window goes and the buffer is released.
+     */
+    @Test
+    void peerGoneWithARendezvousOutstandingLeavesNothingBehind() throws Exception {
+        misbehaveOnRendezvous("a peer gone without a DONE", true, EXPOSED, null, peer -> {
+            io.netty.buffer.ByteBuf rndv = peer.awaitMessage(RdmaProtocol.TYPE_RNDV);
+            assertEquals(EXPOSED, RdmaProtocol.rendezvousLength(rndv), "the length announced");
+            assertEquals(WcStatus.SUCCESS, peer.remoteAccess(WrOpcode.RDMA_READ, RdmaProtocol.rendezvousRkey(rndv),
+                    RdmaProtocol.rendezvousAddress(rndv) + 4096, 4096), () -> "a READ of the exposed bytes: " + peer);
+            for (int i = 0; i < 4096; i++) {
+                assertEquals(exposedByte(4096 + i), peer.sendMr.buffer().get(i), "byte " + (4096 + i) + " read");
+            }
+            peer.id.disconnect();
+        });
+    }
+
+    /** Bytes a server child writes in one buffer of its allocator, alone in its region: it goes by rendezvous. */
+    private static final int EXPOSED = 4 << 20;
+
+    private static byte exposedByte(int i) {
+        return (byte) (i * 7 + 3);
     }
 
     private static final int RNDV_LENGTH = RdmaProtocol.RNDV_MESSAGE_LENGTH;
@@ -519,9 +558,13 @@ class RdmaTransportHostilePeerTest {
      * child fails with an {@link IOException} matching {@code violation}, nothing reached its pipeline, and the
      * server is back to its baseline and serves an honest client.
      */
-    private void misbehaveOnRendezvous(String what, boolean offers, String violation, Misbehaviour misbehaviour)
-            throws Exception {
+    private void misbehaveOnRendezvous(String what, boolean offers, int childWrites, String violation,
+                                       Misbehaviour misbehaviour) throws Exception {
         List<Channel> rdvChildren = new CopyOnWriteArrayList<>();
+        java.util.concurrent.atomic.AtomicReference<io.netty.buffer.ByteBuf> written =
+                new java.util.concurrent.atomic.AtomicReference<>();
+        java.util.concurrent.atomic.AtomicReference<io.netty.channel.ChannelFuture> writeFuture =
+                new java.util.concurrent.atomic.AtomicReference<>();
         ExceptionRecorder errors = new ExceptionRecorder();
         java.util.concurrent.atomic.AtomicLong delivered = new java.util.concurrent.atomic.AtomicLong();
         Channel rdvServer = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
@@ -531,6 +574,19 @@ class RdmaTransportHostilePeerTest {
                     protected void initChannel(Channel ch) {
                         rdvChildren.add(ch);
                         ch.pipeline().addLast(new io.netty.channel.ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelActive(io.netty.channel.ChannelHandlerContext ctx) {
+                                if (childWrites > 0) {
+                                    io.netty.buffer.ByteBuf buf = ctx.alloc().directBuffer(childWrites);
+                                    for (int i = 0; i < childWrites; i++) {
+                                        buf.writeByte(exposedByte(i));
+                                    }
+                                    written.set(buf.retain()); // one reference the test releases at the end
+                                    writeFuture.set(ctx.writeAndFlush(buf));
+                                }
+                                ctx.fireChannelActive();
+                            }
+
                             @Override
                             public void channelRead(io.netty.channel.ChannelHandlerContext ctx, Object msg) {
                                 delivered.addAndGet(((io.netty.buffer.ByteBuf) msg).readableBytes());
@@ -559,10 +615,17 @@ class RdmaTransportHostilePeerTest {
         }
         assertEquals(1, rdvChildren.size(), what + ": accepted channels");
         Throwable t = errors.exceptions.peek();
-        assertTrue(t instanceof IOException && String.valueOf(t.getMessage()).matches(violation),
+        assertTrue(violation == null || t instanceof IOException && String.valueOf(t.getMessage()).matches(violation),
                 () -> what + ": the child should fail with an IOException matching " + violation + ", got "
                         + errors.exceptions);
         assertEquals(0, delivered.get(), what + ": bytes delivered");
+        if (childWrites > 0) {
+            io.netty.channel.ChannelFuture f = writeFuture.get();
+            assertTrue(f.isDone() && !f.isSuccess(), () -> what + ": the child's write should have failed: " + f);
+            io.netty.buffer.ByteBuf buf = written.get();
+            assertEquals(1, buf.refCnt(), what + ": references to the written buffer left beside the test's");
+            buf.release();
+        }
         assertCleanEnd(what, null);
     }
 
