@@ -597,12 +597,14 @@ class RdmaTransportHostilePeerTest {
                         }, errors);
                     }
                 }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        boolean skipped = false;
         try (HostilePeer peer = new HostilePeer()) {
             assertEquals(CmEventType.ESTABLISHED, peer.connect((java.net.InetSocketAddress) rdvServer.localAddress(),
                     RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16, offers ? RdmaProtocol.FLAG_READ_RENDEZVOUS : 0)),
                     what + ": " + peer);
             org.nettyrdma.verbs.DeviceAttributes a = peer.id.device().attributes();
-            org.junit.jupiter.api.Assumptions.assumeTrue(a.supportsMemoryWindows() && a.supportsSendWithInvalidate(),
+            skipped = !(a.supportsMemoryWindows() && a.supportsSendWithInvalidate());
+            org.junit.jupiter.api.Assumptions.assumeFalse(skipped,
                     "the device has no memory windows or no SEND_WITH_INV (iWARP, siw): no READ rendezvous");
             peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
             misbehaviour.run(peer);
@@ -614,6 +616,9 @@ class RdmaTransportHostilePeerTest {
                         () -> "errors " + errors.exceptions);
             }
             rdvServer.close().sync();
+            if (skipped && written.get() != null) {
+                written.get().release(); // the child wrote before the peer knew it would skip: the test's reference
+            }
         }
         assertEquals(1, rdvChildren.size(), what + ": accepted channels");
         Throwable t = errors.exceptions.peek();
