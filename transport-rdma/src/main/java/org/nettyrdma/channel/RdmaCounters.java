@@ -41,7 +41,7 @@ public final class RdmaCounters {
     /** Written at the end of each batch; read before the fields. */
     private volatile int published;
 
-    /** Payload bytes handed to SENDs. */
+    /** Payload bytes sent: by SEND, placed in the peer's WRITE ring, or announced by READ rendezvous. */
     public long bytesSent() {
         acquire();
         return bytesSent;
