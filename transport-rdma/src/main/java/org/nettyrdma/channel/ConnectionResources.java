@@ -24,7 +24,10 @@ final class ConnectionResources {
     private static final int MAX_SEND_SGE = 4;
     private static final int MAX_INLINE = 256;
     private static final int RNR_RETRY = 3;
-    /** The READ rendezvous' receiving side: bytes per READ, chunk bytes held per connection, READs in flight. */
+    /**
+     * The READ rendezvous' receiving side: bytes per READ, chunk bytes held per connection (the loop's bound is
+     * {@link RdmaIoHandlerConfig#setRendezvousReadAheadBytes}), READs in flight.
+     */
     private static final int RENDEZVOUS_CHUNK = 1 << 20;
     private static final int RENDEZVOUS_READ_AHEAD = 4 << 20;
     private static final int RENDEZVOUS_READS = 4;
@@ -103,11 +106,12 @@ final class ConnectionResources {
 
     /**
      * Creates the QP on {@code id} and posts the receives; {@code peerOffersPooledCredits}: an accepted connection's
-     * peer offered pooled credits in its handshake (a connecting side does not know yet). On failure it frees what it
+     * peer offered pooled credits in its handshake (a connecting side does not know yet); {@code onReadAheadFreed} runs
+     * when the loop's read-ahead budget stopped the rendezvous' READs and has bytes again. On failure it frees what it
      * allocated, in reverse order.
      */
     ConnectionResources(RdmaSocketChannel ch, CmId id, RdmaIoHandler handler, int registrationId,
-            boolean peerOffersPooledCredits) throws VerbsException {
+            boolean peerOffersPooledCredits, Runnable onReadAheadFreed) throws VerbsException {
         this.ch = ch;
         this.handler = handler;
         config = ch.config();
@@ -194,7 +198,8 @@ final class ConnectionResources {
                 ch.eventLoop());
         // (its table exists from the start: the peer's first RNDV may come before this side has read its handshake)
         rendezvousReceives = offersRendezvous ? new RendezvousReceives(recvCount, RENDEZVOUS_CHUNK,
-                RENDEZVOUS_READ_AHEAD, Math.min(RENDEZVOUS_READS, limits.maxQpRdAtom())) : null;
+                RENDEZVOUS_READ_AHEAD, Math.min(RENDEZVOUS_READS, limits.maxQpRdAtom()), handler.readAheadBudget(),
+                onReadAheadFreed) : null;
         if (rendezvousReceives != null) {
             recv.attachRendezvous(rendezvousReceives);
         }

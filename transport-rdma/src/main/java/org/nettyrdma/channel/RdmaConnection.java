@@ -100,6 +100,8 @@ final class RdmaConnection {
     private Future<?> nudge;
     /** How many times {@link #nudge()} has looked for room in the send queue. */
     private int nudgeChecks;
+    /** {@link #pullRendezvous()}, as a task ({@link #readAheadFreed()}). */
+    private final Runnable pullTask = this::pullRendezvous;
 
     /**
      * Creates the QP on {@code id} and posts the receives; with {@code knownPeer} (accepted) the send side too. On
@@ -112,7 +114,7 @@ final class RdmaConnection {
         config = ch.config();
         this.handler = handler;
         res = new ConnectionResources(ch, id, handler, registrationId,
-                knownPeer != null && knownPeer.offersPooledCredits());
+                knownPeer != null && knownPeer.offersPooledCredits(), this::readAheadFreed);
         recv = res.recv;
         credits = new CreditWindow(res.initialCredits, res.recvCount);
         if (knownPeer != null) {
@@ -553,6 +555,14 @@ final class RdmaConnection {
         } catch (IOException e) {
             unsafe.fail(e);
         }
+    }
+
+    /**
+     * Protocol v2: the loop's read-ahead budget, which stopped this connection's READs, has bytes again; the wake comes
+     * from another connection's read or close, so the pull runs from a task of its own.
+     */
+    private void readAheadFreed() {
+        ch.eventLoop().execute(pullTask);
     }
 
     /** Protocol v2: the peer's RING message (after the header: address u64, length u32, rkey u32). */

@@ -30,6 +30,7 @@ public final class RdmaCounters {
     long rendezvousBytesSent;
     long rendezvousBytesRead;
     long rendezvousReads;
+    long rendezvousReadAheadStalls;
     long spinsFound;
     long spinsMissed;
     long waits;
@@ -170,6 +171,16 @@ public final class RdmaCounters {
     }
 
     /**
+     * Rendezvous READs (protocol v2) that the event loop's read-ahead bound
+     * ({@link RdmaIoHandlerConfig#setRendezvousReadAheadBytes}) cut to 64 KiB or held back until its connections'
+     * pipelines took chunks. Event loops only (0 for a channel).
+     */
+    public long rendezvousReadAheadStalls() {
+        acquire();
+        return rendezvousReadAheadStalls;
+    }
+
+    /**
      * Busy-polls of an idle event loop that found work (a completion, a CM event or a task) before their budget ran
      * out. Event loops only (0 for a channel).
      */
@@ -259,6 +270,7 @@ public final class RdmaCounters {
         total.rendezvousBytesSent += rendezvousBytesSent;
         total.rendezvousBytesRead += rendezvousBytesRead;
         total.rendezvousReads += rendezvousReads;
+        total.rendezvousReadAheadStalls += rendezvousReadAheadStalls;
         total.spinsFound += spinsFound;
         total.spinsMissed += spinsMissed;
         total.waits += waits;
@@ -280,6 +292,7 @@ public final class RdmaCounters {
                 + ", receiveCopiedBytes=" + receiveCopiedBytes + ", ringBytesSent=" + ringBytesSent
                 + ", ringBytesReceived=" + ringBytesReceived + ", rendezvousBytesSent=" + rendezvousBytesSent
                 + ", rendezvousBytesRead=" + rendezvousBytesRead + ", rendezvousReads=" + rendezvousReads
+                + ", rendezvousReadAheadStalls=" + rendezvousReadAheadStalls
                 + ", spinsFound=" + spinsFound + ", spinsMissed="
                 + spinsMissed + ", waits=" + waits + ", solicitedWaits=" + solicitedWaits + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';

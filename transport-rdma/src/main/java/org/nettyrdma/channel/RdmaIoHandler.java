@@ -123,6 +123,7 @@ public final class RdmaIoHandler implements IoHandler {
     private long poolBytesCounted;
     private static final WarnLimiter REFILL_FAILURES = new WarnLimiter(10, TimeUnit.SECONDS);
     private final StagingPool.Budget stagingBudget;
+    private final ReadAheadBudget readAheadBudget;
     /** The periodic {@link #tick}, from the first registration on; null before, or where the loop cannot schedule. */
     private Future<?> tick;
     /** The handles a tick runs for, gathered first (a tick may close a channel, which deregisters it); reused. */
@@ -138,6 +139,7 @@ public final class RdmaIoHandler implements IoHandler {
         this.busyPoll = BusyPoll.of(config);
         this.wakeups = new SolicitedWakeups(config.isSolicitedWakeups());
         this.stagingBudget = new StagingPool.Budget(config.getSendStagingBytes());
+        this.readAheadBudget = new ReadAheadBudget(config.getRendezvousReadAheadBytes(), counters);
         this.waiter = provider.createWaiter();
         this.cmChannel = provider.createEventChannel();
         waiter.add(cmChannel);
@@ -307,6 +309,11 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         return true;
+    }
+
+    /** The READ rendezvous' chunks that this loop's connections hold, and their bound. Loop only. */
+    ReadAheadBudget readAheadBudget() {
+        return readAheadBudget;
     }
 
     /** How this loop arms its completion queues; what its send queues and connections tell it. */

@@ -26,6 +26,8 @@ public final class RdmaIoHandlerConfig {
     private int completionBatchSize = SystemPropertyUtil.getInt("org.nettyrdma.completionBatchSize", 256);
     private long maxLentReceiveBytes = SystemPropertyUtil.getLong("org.nettyrdma.maxLentReceiveBytes", 64L << 20);
     private long sendStagingBytes = SystemPropertyUtil.getLong("org.nettyrdma.sendStagingBytes", 64L << 20);
+    private long rendezvousReadAheadBytes = SystemPropertyUtil.getLong("org.nettyrdma.rendezvousReadAheadBytes",
+            64L << 20);
     /** {@code null}: by device ({@link #usesSharedReceiveQueue}). */
     private Boolean sharedReceiveQueue = sharedReceiveQueueProperty();
 
@@ -161,6 +163,23 @@ public final class RdmaIoHandlerConfig {
     }
 
     /**
+     * Bytes of protocol v2's READ rendezvous chunks that the connections of one event loop hold at most: READ from
+     * their peers into this side's memory and not yet handed to a pipeline (each connection holds at most 4 MiB of its
+     * own). Past it, a connection holding no chunk still READs 64 KiB at a time, so that other connections' unread
+     * bytes never stop it for good; one holding some waits until bytes come back. The loop holds at most this bound
+     * plus 64 KiB per connection with a rendezvous; {@link RdmaCounters#rendezvousReadAheadStalls()} counts the
+     * READs it cut short or held back.
+     */
+    public RdmaIoHandlerConfig setRendezvousReadAheadBytes(long rendezvousReadAheadBytes) {
+        this.rendezvousReadAheadBytes = ObjectUtil.checkPositive(rendezvousReadAheadBytes, "rendezvousReadAheadBytes");
+        return this;
+    }
+
+    public long getRendezvousReadAheadBytes() {
+        return rendezvousReadAheadBytes;
+    }
+
+    /**
      * Whether connections take their receives from a shared receive queue of the loop (per device and receive buffer
      * size) where the device has them, instead of each posting its own (docs/srq-design.md): {@code true} on every
      * device, {@code false} on none, {@code null} (the default; {@code -Dorg.nettyrdma.sharedReceiveQueue=auto}) on every
@@ -203,6 +222,7 @@ public final class RdmaIoHandlerConfig {
                 .setSolicitedWakeups(solicitedWakeups)
                 .setCompletionQueueSize(completionQueueSize).setCompletionBatchSize(completionBatchSize)
                 .setMaxLentReceiveBytes(maxLentReceiveBytes).setSendStagingBytes(sendStagingBytes)
+                .setRendezvousReadAheadBytes(rendezvousReadAheadBytes)
                 .setSharedReceiveQueue(sharedReceiveQueue);
     }
 }

@@ -12,12 +12,13 @@ import java.io.IOException;
  * receiving allocator handed to the pipeline as they are (no copy); and the DONEs this side owes the peer.
  *
  * <p>Bounded whatever the peer announces: chunks of at most {@code chunkSize} bytes, READ in RNDV order, no more than
- * {@code readAhead} bytes of chunks allocated and not yet delivered, no more than {@code maxReads} READs in flight; a
- * rendezvous is pulled only as the pipeline takes what came before. A DONE is owed once the last READ of a rendezvous
- * completed (its bytes are all in this side's memory), in RNDV order: READs complete in posted order. Event loop only;
- * a chunk is released only once no READ can write it (its READ completed, or {@link #close()} after the QP is gone).
+ * {@code readAhead} bytes of chunks allocated and not yet delivered, and within the loop's {@link ReadAheadBudget}, no
+ * more than {@code maxReads} READs in flight; a rendezvous is pulled only as the pipeline takes what came before. A
+ * DONE is owed once the last READ of a rendezvous completed (its bytes are all in this side's memory), in RNDV order:
+ * READs complete in posted order. Event loop only; a chunk is released only once no READ can write it (its READ
+ * completed, or {@link #close()} after the QP is gone).
  */
-final class RendezvousReceives {
+final class RendezvousReceives implements ReadAheadBudget.Waiter {
 
     /** Posts an RDMA READ of {@code length} bytes at the peer's {@code remoteAddress} into {@code into}'s writable bytes. */
     interface ReadPoster {
@@ -28,6 +29,11 @@ final class RendezvousReceives {
     private final int chunkSize;
     private final int readAhead;
     private final int maxReads;
+    private final ReadAheadBudget budget;
+    /** Runs when the loop's budget woke this table: the connection pulls again (not from within the caller's call). */
+    private final Runnable onBudgetFreed;
+    /** Queued in {@link #budget}'s waiters. */
+    private boolean awaitingBudget;
 
     // the rendezvous that arrived and are not all delivered, in order: a ring
     private final int[] ids;
@@ -68,9 +74,11 @@ final class RendezvousReceives {
 
     /**
      * A table for at most {@code maxEntries} rendezvous (the credits the peer may hold: each RNDV spends one until the
-     * pipeline has read it).
+     * pipeline has read it), whose chunks are also bound by the loop's {@code budget}; {@code onBudgetFreed} runs when
+     * the budget stopped a pull and bytes came back.
      */
-    RendezvousReceives(int maxEntries, int chunkSize, int readAhead, int maxReads) {
+    RendezvousReceives(int maxEntries, int chunkSize, int readAhead, int maxReads, ReadAheadBudget budget,
+                       Runnable onBudgetFreed) {
         if (chunkSize <= 0 || readAhead < chunkSize || maxReads <= 0) {
             throw new IllegalArgumentException("chunk " + chunkSize + ", read-ahead " + readAhead + ", reads "
                     + maxReads);
@@ -78,6 +86,8 @@ final class RendezvousReceives {
         this.chunkSize = chunkSize;
         this.readAhead = readAhead;
         this.maxReads = maxReads;
+        this.budget = budget;
+        this.onBudgetFreed = onBudgetFreed;
         ids = new int[maxEntries];
         lengths = new int[maxEntries];
         addresses = new long[maxEntries];
@@ -142,16 +152,32 @@ final class RendezvousReceives {
             if (heldBytes + n > readAhead) {
                 break;
             }
-            ByteBuf chunk = alloc.directBuffer(n);
+            n = budget.take(n, heldBytes);
+            if (n == 0) {
+                if (!awaitingBudget) {
+                    awaitingBudget = true;
+                    budget.await(this);
+                }
+                break;
+            }
+            ByteBuf chunk;
             int slot;
+            try {
+                chunk = alloc.directBuffer(n);
+            } catch (RuntimeException ex) {
+                budget.give(n);
+                throw ex;
+            }
             try {
                 slot = poster.postRead(addresses[e] + pulled[e], rkeys[e], chunk, n);
             } catch (IOException | RuntimeException ex) {
                 chunk.release();
+                budget.give(n);
                 throw ex;
             }
             if (slot < 0) {
                 chunk.release(); // no place now: the next batch end pulls again
+                budget.give(n);
                 break;
             }
             int c = chunkIndex(chunkCount);
@@ -167,6 +193,13 @@ final class RendezvousReceives {
             posted++;
         }
         return posted;
+    }
+
+    /** The loop's budget woke this table: bytes came back. */
+    @Override
+    public void readAheadFreed() {
+        awaitingBudget = false;
+        onBudgetFreed.run();
     }
 
     private int chunkIndex(int offsetFromHead) {
@@ -249,6 +282,7 @@ final class RendezvousReceives {
         chunksReady--;
         heldBytes -= chunkLengths[c];
         delivered[head] += chunkLengths[c];
+        budget.give(chunkLengths[c]);
         return chunk;
     }
 
@@ -312,6 +346,7 @@ final class RendezvousReceives {
             ByteBuf chunk = chunks[chunkHead];
             chunks[chunkHead] = null;
             heldBytes -= chunkLengths[chunkHead];
+            budget.give(chunkLengths[chunkHead]);
             chunkHead = chunkIndex(1);
             chunkCount--;
             chunksReady--;
@@ -330,6 +365,11 @@ final class RendezvousReceives {
      */
     void close() {
         closed = true;
+        if (awaitingBudget) {
+            awaitingBudget = false;
+            budget.forget(this);
+        }
+        long held = heldBytes;
         while (chunkCount > 0) {
             ByteBuf chunk = chunks[chunkHead];
             chunks[chunkHead] = null;
@@ -341,6 +381,9 @@ final class RendezvousReceives {
         heldBytes = 0;
         count = 0;
         doneCount = 0;
+        if (held > 0) {
+            budget.give(held); // last: it may wake another connection's table
+        }
     }
 
     @Override

@@ -235,6 +235,115 @@ class RdmaTransportRendezvousTest {
     }
 
     /**
+     * The loop's read-ahead bound: one server loop bound to 3 MiB of rendezvous chunks (each connection's own bound is
+     * 4 MiB). Connection A's pipeline reads nothing until B and C have all their bytes, so A's chunks fill the loop's
+     * bound; B and C, slow readers (one {@code read()} a millisecond), still get every byte in order, 64 KiB at a time
+     * while A holds the bound (without that allowance they would wait for A, and A for them, for ever). The loop never
+     * holds more than its bound plus 64 KiB a connection, its stalls are counted, and every byte comes back at the end.
+     */
+    @Test
+    void connectionsShareTheLoopsReadAheadWithoutStarving() throws Exception {
+        long bound = 3 << 20;
+        long total = RdmaTestSupport.scaledBytes(16L << 20, 4 << 20);
+        List<RdmaIoHandler> handlers = new CopyOnWriteArrayList<>();
+        EventLoopGroup boundGroup = RdmaTestSupport.newGroup(1, "rendezvous-bound", handlers,
+                RdmaTestSupport.config().setRendezvousReadAheadBytes(bound));
+        Pattern pattern = Pattern.standard();
+        List<StreamReader> readers = new CopyOnWriteArrayList<>();
+        List<RdmaSocketChannel> children = new CopyOnWriteArrayList<>();
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        AtomicLong maxHeld = new AtomicLong();
+        java.util.concurrent.CompletableFuture<Void> othersDone = new java.util.concurrent.CompletableFuture<>();
+        List<Channel> clients = new CopyOnWriteArrayList<>();
+        List<StreamWriter> writers = new CopyOnWriteArrayList<>();
+        Channel server = RdmaTestSupport.serverBootstrap(boundGroup, boundGroup)
+                .childOption(RdmaChannelOption.RENDEZVOUS, true)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        boolean first = children.isEmpty();
+                        children.add((RdmaSocketChannel) ch);
+                        ch.config().setAutoRead(false);
+                        StreamReader reader = new StreamReader(total, pattern);
+                        readers.add(reader);
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelActive(ChannelHandlerContext ctx) {
+                                if (first) { // A: reads once the others have everything
+                                    othersDone.thenRun(() -> ctx.channel().config().setAutoRead(true));
+                                } else {
+                                    ctx.executor().scheduleAtFixedRate(ctx::read, 1, 1, TimeUnit.MILLISECONDS);
+                                }
+                                ctx.fireChannelActive();
+                            }
+
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                maxHeld.accumulateAndGet(handlers.get(0).readAheadBudget().held(), Math::max);
+                                ctx.fireChannelRead(msg);
+                            }
+                        }, reader, serverErrors);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        Supplier<String> state = () -> "writers " + writers.stream().map(StreamWriter::state).toList() + ", readers "
+                + readers.stream().map(StreamReader::state).toList() + ", server errors " + serverErrors.exceptions;
+        try {
+            for (int i = 0; i < 3; i++) {
+                StreamWriter writer = new StreamWriter(total, pattern,
+                        RdmaTestSupport.fixedPlan(3 << 20, Kind.REGISTERED), 31 + i);
+                writers.add(writer);
+                clients.add(RdmaTestSupport.clientBootstrap(clientGroup)
+                        .option(RdmaChannelOption.RENDEZVOUS, true)
+                        .handler(writer)
+                        .connect(server.localAddress()).sync().channel());
+                if (i == 0 && rendezvousDevice((RdmaSocketChannel) clients.get(0))) {
+                    RdmaTestSupport.awaitCondition("A's chunks fill the loop's bound", () -> {
+                        try {
+                            return RdmaTestSupport.onLoop(boundGroup.next(),
+                                    () -> handlers.get(0).readAheadBudget().held()) >= bound;
+                        } catch (Exception e) {
+                            throw new IllegalStateException(e);
+                        }
+                    }, 30_000, state);
+                }
+            }
+            for (int i = 1; i < 3; i++) {
+                RdmaTestSupport.await(readers.get(i).done, 100_000, "B and C have every byte while A reads nothing",
+                        state);
+            }
+            othersDone.complete(null);
+            RdmaTestSupport.await(readers.get(0).done, 100_000, "A has every byte", state);
+            for (StreamWriter w : writers) {
+                RdmaTestSupport.await(w.done, 100_000, "all writes succeeded", state);
+            }
+            for (int i = 0; i < 3; i++) {
+                assertEquals(writers.get(i).crc.getValue(), readers.get(i).crc.getValue(), "CRC32C of stream " + i);
+            }
+            assertTrue(serverErrors.exceptions.isEmpty(), state);
+            RdmaCounters loop = handlers.get(0).counters();
+            if (rendezvousDevice((RdmaSocketChannel) clients.get(0))) {
+                assertTrue(maxHeld.get() <= bound + 3 * ReadAheadBudget.MIN_CHUNK,
+                        () -> "the loop held " + maxHeld.get() + " bytes of chunks");
+                assertTrue(loop.rendezvousReadAheadStalls() > 0, () -> "no stall: " + loop);
+                for (RdmaSocketChannel child : children) {
+                    assertTrue(child.counters().rendezvousBytesRead() > 0, () -> "no rendezvous: " + child.counters());
+                }
+            }
+        } finally {
+            for (Channel c : clients) {
+                c.close().sync();
+            }
+            server.close().sync();
+        }
+        for (RdmaSocketChannel child : children) {
+            child.closeFuture().sync();
+        }
+        assertEquals(0L, RdmaTestSupport.onLoop(boundGroup.next(), () -> handlers.get(0).readAheadBudget().held()),
+                "every byte back");
+        RdmaTestSupport.shutdown(boundGroup);
+    }
+
+    /**
      * One end closes in the middle of a stream of 2 MiB rendezvous: with the writer closing, the reader gets a
      * byte-exact prefix and then the end; with the reader closing, the writer's connection ends (its writes fail or
      * succeed, none hangs). Either way both connections free everything (windows, exposed buffers, chunks, registered

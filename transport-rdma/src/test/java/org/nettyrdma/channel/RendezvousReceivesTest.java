@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -74,9 +75,78 @@ class RendezvousReceivesTest {
 
     private final ByteBufAllocator alloc = new UnpooledByteBufAllocator(false, true); // no leak records: the test reads bytes one by one
 
+    /** A table alone on its loop: a loop bound it never reaches. */
+    private static RendezvousReceives table(int maxEntries, int chunkSize, int readAhead, int maxReads) {
+        return new RendezvousReceives(maxEntries, chunkSize, readAhead, maxReads,
+                new ReadAheadBudget(Long.MAX_VALUE, new RdmaCounters()), () -> { });
+    }
+
+    /**
+     * Two connections' tables on one loop bound of 2.5 MiB (1 MiB chunks, 4 MiB each of their own): the first takes
+     * two chunks and waits; the second, holding nothing, still gets 64 KiB (another's unread bytes never stop it for
+     * good) and then waits too. Bytes coming back wake the longest waiter, once; each pulls within the bound again; the
+     * stalls are counted; closing gives back every byte and forgets the waiter.
+     */
+    @Test
+    void theLoopBoundHoldsBackTablesAndBytesComingBackWakeThem() throws IOException {
+        int mib = 1 << 20;
+        RdmaCounters loop = new RdmaCounters();
+        ReadAheadBudget budget = new ReadAheadBudget(5L * mib / 2, loop);
+        int[] woken = new int[2];
+        RendezvousReceives a = new RendezvousReceives(8, mib, 4 * mib, 4, budget, () -> woken[0]++);
+        RendezvousReceives b = new RendezvousReceives(8, mib, 4 * mib, 4, budget, () -> woken[1]++);
+        FakePoster pa = new FakePoster();
+        FakePoster pb = new FakePoster();
+        assertNull(a.onRendezvous(rndv(0, 4 * mib, 1)));
+        assertNull(b.onRendezvous(rndv(0, 2 * mib, 2)));
+        assertEquals(2, a.pull(pa, alloc), "a third MiB would pass the loop's 2.5 MiB");
+        assertEquals(2L * mib, budget.held());
+        assertEquals(1, budget.waiterCount());
+        assertEquals(1, b.pull(pb, alloc), "holding nothing: one small chunk past the bound");
+        assertEquals(ReadAheadBudget.MIN_CHUNK, pb.inFlight.peek()[2]);
+        assertEquals(2L * mib + ReadAheadBudget.MIN_CHUNK, budget.held());
+        assertEquals(0, b.pull(pb, alloc), "holding one: waits");
+        assertEquals(2, budget.waiterCount(), "each queued once");
+        assertEquals(3, loop.rendezvousReadAheadStalls, "a's third chunk, b's cut one, b's second");
+        pa.complete(a);
+        pa.complete(a);
+        pb.complete(b);
+        ByteBuf c = a.takeChunk();
+        c.release();
+        assertArrayEquals(new int[] {1, 0}, woken, "a waited longest: woken first, once");
+        assertEquals(1, a.pull(pa, alloc), "a MiB came back: a takes one, and waits for its next");
+        assertEquals(2, budget.waiterCount(), "b, then a");
+        c = b.takeChunk();
+        assertEquals(ReadAheadBudget.MIN_CHUNK, c.readableBytes());
+        for (int i = 0; i < c.readableBytes(); i++) {
+            assertEquals(byteAt(BASE + i, 2), c.getByte(i));
+        }
+        c.release();
+        assertArrayEquals(new int[] {1, 1}, woken);
+        assertEquals(1, b.pull(pb, alloc), "holding nothing again: the next 64 KiB of its rendezvous");
+        assertEquals(BASE + ReadAheadBudget.MIN_CHUNK, pb.inFlight.peek()[0]);
+        assertEquals(2L * mib + ReadAheadBudget.MIN_CHUNK, budget.held());
+        assertEquals(2, budget.waiterCount(), "a, then b again");
+        assertEquals(0, a.pull(pa, alloc));
+        assertEquals(2, budget.waiterCount(), "a pulling again while it waits is not queued twice");
+        assertEquals(6, loop.rendezvousReadAheadStalls, "three more: a waiting again, b cut and waiting again");
+        a.close();
+        assertEquals(ReadAheadBudget.MIN_CHUNK, budget.held(), "a's chunks back");
+        assertArrayEquals(new int[] {1, 2}, woken, "b woken by a's bytes coming back at its close");
+        assertEquals(0, budget.waiterCount(), "a's wait forgotten");
+        b.close();
+        assertEquals(0, budget.held());
+        for (ByteBuf x : pa.all) {
+            assertEquals(0, x.refCnt());
+        }
+        for (ByteBuf x : pb.all) {
+            assertEquals(0, x.refCnt());
+        }
+    }
+
     @Test
     void idsComeInOrderAndEntriesAreBoundedByCredits() {
-        RendezvousReceives t = new RendezvousReceives(2, 1024, 4096, 2);
+        RendezvousReceives t = table(2, 1024, 4096, 2);
         assertEquals("sent an RNDV for rendezvous 1, but the next is 0", t.onRendezvous(rndv(1, 10, 1)));
         assertNull(t.onRendezvous(rndv(0, 10, 1)));
         assertEquals("sent an RNDV for rendezvous 0, but the next is 1", t.onRendezvous(rndv(0, 10, 1)));
@@ -88,7 +158,7 @@ class RendezvousReceivesTest {
 
     @Test
     void pullsInChunksWithinTheBoundsAndOwesDoneAfterTheLastRead() throws IOException {
-        RendezvousReceives t = new RendezvousReceives(8, 1000, 2500, 2);
+        RendezvousReceives t = table(8, 1000, 2500, 2);
         FakePoster p = new FakePoster();
         assertNull(t.onRendezvous(rndv(0, 4500, 11)));
         assertEquals(2, t.pull(p, alloc), "two READs in flight at most");
@@ -154,7 +224,9 @@ class RendezvousReceivesTest {
             int readAhead = chunk + rnd.nextInt(20000);
             int maxReads = 1 + rnd.nextInt(4);
             int credits = 1 + rnd.nextInt(6);
-            RendezvousReceives t = new RendezvousReceives(credits, chunk, readAhead, maxReads);
+            long limit = 1 + rnd.nextInt(30000); // the loop's bound: below the table's own at times, above at others
+            ReadAheadBudget budget = new ReadAheadBudget(limit, new RdmaCounters());
+            RendezvousReceives t = new RendezvousReceives(credits, chunk, readAhead, maxReads, budget, () -> { });
             FakePoster p = new FakePoster();
             List<int[]> sent = new ArrayList<>(); // length, rkey
             int queued = 0;
@@ -199,6 +271,8 @@ class RendezvousReceivesTest {
                 }
                 assertTrue(p.inFlight() <= maxReads, "seed " + seed + ": READs in flight");
                 assertTrue(t.heldBytes() <= readAhead, "seed " + seed + ": read-ahead");
+                assertEquals(t.heldBytes(), budget.held(), "seed " + seed + ": the loop's count");
+                assertTrue(budget.held() <= Math.max(limit, chunk), "seed " + seed + ": the loop's bound, or one chunk");
                 while (t.owesDone()) {
                     assertEquals(doneExpected, t.doneId(), "seed " + seed + ": DONEs in order");
                     assertEquals(100 + doneExpected, t.doneRkey());
@@ -209,6 +283,8 @@ class RendezvousReceivesTest {
                 }
             }
             t.close();
+            assertEquals(0, budget.held(), "seed " + seed + ": the loop's bytes back");
+            assertEquals(0, budget.waiterCount(), "seed " + seed + ": no waiter left");
             for (ByteBuf b : p.all) {
                 assertEquals(0, b.refCnt(), "seed " + seed + ": every chunk released once");
             }
@@ -222,7 +298,7 @@ class RendezvousReceivesTest {
      */
     @Test
     void discardOwesEveryDoneInOrderAfterTheReadsInFlight() throws IOException {
-        RendezvousReceives t = new RendezvousReceives(8, 100, 1000, 2);
+        RendezvousReceives t = table(8, 100, 1000, 2);
         FakePoster p = new FakePoster();
         assertNull(t.onRendezvous(rndv(0, 150, 1)));
         assertNull(t.onRendezvous(rndv(1, 300, 2)));
@@ -260,7 +336,7 @@ class RendezvousReceivesTest {
 
     @Test
     void aFailedReadSaysWhatFailed() throws IOException {
-        RendezvousReceives t = new RendezvousReceives(8, 1 << 20, 4 << 20, 4);
+        RendezvousReceives t = table(8, 1 << 20, 4 << 20, 4);
         FakePoster p = new FakePoster();
         assertNull(t.onRendezvous(rndv(0, 3 << 20, 1)));
         assertEquals(3, t.pull(p, alloc));
