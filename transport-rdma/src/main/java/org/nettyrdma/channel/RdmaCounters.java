@@ -31,6 +31,7 @@ public final class RdmaCounters {
     long rendezvousBytesRead;
     long rendezvousReads;
     long rendezvousReadAheadStalls;
+    long rendezvousExposedBytes;
     long spinsFound;
     long spinsMissed;
     long waits;
@@ -171,6 +172,16 @@ public final class RdmaCounters {
     }
 
     /**
+     * Bytes of this side's buffers that peers may READ now: protocol v2's rendezvous whose DONE has not come. A gauge,
+     * 0 whenever no rendezvous is outstanding. Not counted: each connection's keep-alive probe target (8 bytes of
+     * zeros) and its WRITE ring, which its peer may write for as long as the connection lives (docs/protocol.md).
+     */
+    public long rendezvousExposedBytes() {
+        acquire();
+        return rendezvousExposedBytes;
+    }
+
+    /**
      * Rendezvous READs (protocol v2) that the event loop's read-ahead bound
      * ({@link RdmaIoHandlerConfig#setRendezvousReadAheadBytes}) cut to 64 KiB or held back until its connections'
      * pipelines took chunks. Event loops only (0 for a channel).
@@ -271,6 +282,7 @@ public final class RdmaCounters {
         total.rendezvousBytesRead += rendezvousBytesRead;
         total.rendezvousReads += rendezvousReads;
         total.rendezvousReadAheadStalls += rendezvousReadAheadStalls;
+        total.rendezvousExposedBytes += rendezvousExposedBytes;
         total.spinsFound += spinsFound;
         total.spinsMissed += spinsMissed;
         total.waits += waits;
@@ -293,6 +305,7 @@ public final class RdmaCounters {
                 + ", ringBytesReceived=" + ringBytesReceived + ", rendezvousBytesSent=" + rendezvousBytesSent
                 + ", rendezvousBytesRead=" + rendezvousBytesRead + ", rendezvousReads=" + rendezvousReads
                 + ", rendezvousReadAheadStalls=" + rendezvousReadAheadStalls
+                + ", rendezvousExposedBytes=" + rendezvousExposedBytes
                 + ", spinsFound=" + spinsFound + ", spinsMissed="
                 + spinsMissed + ", waits=" + waits + ", solicitedWaits=" + solicitedWaits + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';

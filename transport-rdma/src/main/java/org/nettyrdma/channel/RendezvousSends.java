@@ -55,10 +55,18 @@ final class RendezvousSends {
     private int unsettled;
     private long exposedBytes;
     private boolean closed;
+    /** The channel's and the loop's: {@link RdmaCounters#rendezvousExposedBytes()} follows {@link #exposedBytes}. */
+    private final RdmaCounters counters;
+    private final RdmaCounters loopCounters;
 
-    /** A table for a connection in {@code pd} whose send queue has {@code sendSlots} slots. */
-    RendezvousSends(ProtectionDomain pd, int sendSlots) {
+    /**
+     * A table for a connection in {@code pd} whose send queue has {@code sendSlots} slots, counting the bytes it
+     * exposes in the channel's {@code counters} and the loop's {@code loopCounters}.
+     */
+    RendezvousSends(ProtectionDomain pd, int sendSlots, RdmaCounters counters, RdmaCounters loopCounters) {
         this.pd = pd;
+        this.counters = counters;
+        this.loopCounters = loopCounters;
         slotBehind = new int[sendSlots];
         behind = new boolean[sendSlots];
     }
@@ -98,7 +106,7 @@ final class RendezvousSends {
         trailing[e] = 0;
         nextId = id + 1;
         unsettled++;
-        exposedBytes += length;
+        expose(length);
         return id;
     }
 
@@ -169,7 +177,7 @@ final class RendezvousSends {
     long done() {
         int e = doneId & MASK;
         doneId++;
-        exposedBytes -= lengths[e];
+        expose(-lengths[e]);
         return settle();
     }
 
@@ -232,7 +240,13 @@ final class RendezvousSends {
             }
         }
         unsettled = 0;
-        exposedBytes = 0;
+        expose(-exposedBytes);
+    }
+
+    private void expose(long bytes) {
+        exposedBytes += bytes;
+        counters.rendezvousExposedBytes += bytes;
+        loopCounters.rendezvousExposedBytes += bytes;
     }
 
     @Override

@@ -143,7 +143,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
         this.maxInline = maxInline;
         this.messageSize = pool.slotSize;
         this.localRing = localRing;
-        this.rendezvous = rendezvous ? new RendezvousSends(pd, depth) : null;
+        this.rendezvous = rendezvous ? new RendezvousSends(pd, depth, counters, loopCounters) : null;
         rendezvousThreshold = config.getRendezvousThreshold();
         wrs = new WorkRequestList(Math.min(depth, MAX_CHAIN), maxSge);
         slotBytes = new long[depth];

@@ -626,6 +626,8 @@ class RdmaTransportHostilePeerTest {
                 () -> what + ": the child should fail with an IOException matching " + violation + ", got "
                         + errors.exceptions);
         assertEquals(0, delivered.get(), what + ": bytes delivered");
+        RdmaCounters childCounters = ((RdmaSocketChannel) rdvChildren.get(0)).counters();
+        assertEquals(0, childCounters.rendezvousExposedBytes(), () -> what + ": bytes still exposed " + childCounters);
         if (childWrites > 0) {
             io.netty.channel.ChannelFuture f = writeFuture.get();
             assertTrue(f.isDone() && !f.isSuccess(), () -> what + ": the child's write should have failed: " + f);

@@ -113,6 +113,7 @@ class RdmaTransportRendezvousTest {
             if (!r.rendezvous) {
                 assertEquals(0, r.client.rendezvousBytesSent(), "rendezvous without one negotiated");
             }
+            assertEquals(0, r.client.rendezvousExposedBytes(), () -> "every write done, bytes still exposed: " + r.client);
             return r;
         } finally {
             client.close().sync();

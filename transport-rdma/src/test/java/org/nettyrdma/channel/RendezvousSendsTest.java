@@ -61,13 +61,18 @@ class RendezvousSendsTest {
 
     @Test
     void startBindsAWindowOverTheBytesAndTheRndvSaysWhere() throws VerbsException {
-        RendezvousSends t = new RendezvousSends(pd, SLOTS);
+        RdmaCounters channel = new RdmaCounters();
+        RdmaCounters loop = new RdmaCounters();
+        loop.rendezvousExposedBytes = 300; // another connection's
+        RendezvousSends t = new RendezvousSends(pd, SLOTS, channel, loop);
         ByteBuf buf = Unpooled.buffer(8);
         int id = start(t, buf, 5000, 1);
         assertEquals(0, id);
         assertEquals(2, buf.refCnt(), "retained while exposed");
         assertEquals(WrOpcode.BIND_MW, wrs.opcode(0));
         assertEquals(5000, t.exposedBytes());
+        assertEquals(5000, channel.rendezvousExposedBytes(), "the channel's gauge");
+        assertEquals(5300, loop.rendezvousExposedBytes(), "the loop's gauge");
         ByteBuffer rndv = ByteBuffer.allocate(RdmaProtocol.RNDV_MESSAGE_LENGTH);
         t.putRendezvous(rndv, 0, 3, id);
         ByteBuf m = Unpooled.wrappedBuffer(rndv);
@@ -82,14 +87,17 @@ class RendezvousSendsTest {
         t.close();
         assertEquals(1, buf.refCnt(), "released at close");
         assertEquals(0, t.exposedBytes());
+        assertEquals(0, channel.rendezvousExposedBytes());
+        assertEquals(300, loop.rendezvousExposedBytes());
         t.close();
         assertEquals(1, buf.refCnt(), "close is idempotent");
+        assertEquals(300, loop.rendezvousExposedBytes());
         assertFalse(t.canStart());
     }
 
     @Test
     void donesComeInOrderOneEachInvalidatingTheirWindow() throws VerbsException {
-        RendezvousSends t = new RendezvousSends(pd, SLOTS);
+        RendezvousSends t = new RendezvousSends(pd, SLOTS, new RdmaCounters(), new RdmaCounters());
         assertEquals("sent a DONE for rendezvous 0 with none outstanding", t.checkDone(0, true, 1));
         List<ByteBuf> bufs = new ArrayList<>();
         int[] rkeys = new int[RendezvousSends.MAX_RENDEZVOUS];
@@ -141,7 +149,7 @@ class RendezvousSendsTest {
     }
 
     private void runModel(Random rnd, int seed) throws VerbsException {
-        RendezvousSends t = new RendezvousSends(pd, SLOTS);
+        RendezvousSends t = new RendezvousSends(pd, SLOTS, new RdmaCounters(), new RdmaCounters());
         // the stream's pieces in posted order: bytes, and whether a rendezvous (then the index of its RNDV's slot post)
         List<long[]> pieces = new ArrayList<>(); // {bytes, isRendezvous, completed, doneArrived}
         List<Integer> slotPiece = new ArrayList<>(); // posted slot (sequence) -> piece index
