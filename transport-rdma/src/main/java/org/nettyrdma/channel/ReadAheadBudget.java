@@ -81,10 +81,6 @@ final class ReadAheadBudget {
         return held;
     }
 
-    long limit() {
-        return limit;
-    }
-
     int waiterCount() {
         return waiters.size();
     }
