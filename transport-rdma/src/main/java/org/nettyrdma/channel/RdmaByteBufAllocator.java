@@ -41,6 +41,13 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
     static final int DEFAULT_MAX_POOLED_SIZE = 1 << 20;
     /** The size of the regions that pooled slots are carved from, in bytes. */
     static final int DEFAULT_REGION_SIZE = 4 << 20;
+    /**
+     * Bytes of wholly free slabs the allocator keeps beyond one per size class; more are closed, so that a burst's
+     * memory goes back. A pipeline that holds 16 MiB of 1 MiB buffers until a message is whole (an aggregator;
+     * the READ rendezvous' chunks) and then releases them would otherwise have three of its four regions closed
+     * and registered again for each message: a registration per 4 MiB per message on a real device.
+     */
+    static final long SPARE_BYTES = 16 << 20;
     /** Small slots come in regions of at most this many, so that tiny classes don't take a whole region each. */
     private static final int MAX_SLOTS_PER_REGION = 8192;
     private static final int MIN_SLOT_SHIFT = Integer.numberOfTrailingZeros(MIN_SLOT_SIZE);
@@ -55,6 +62,8 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
     private final AtomicInteger regions = new AtomicInteger();
     private final AtomicInteger dedicatedInUse = new AtomicInteger();
     private final AtomicLong dedicatedBytesInUse = new AtomicLong();
+    /** Bytes of wholly free slabs kept beyond each size class's first ({@link #SPARE_BYTES} at most). */
+    private final AtomicLong spareBytes = new AtomicLong();
     private final ByteBufAllocatorMetric metric = new ByteBufAllocatorMetric() {
         @Override
         public long usedHeapMemory() {
@@ -264,8 +273,6 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
      * allocation of a new region's memory, which is rare.
      */
     private static final class SizeClass {
-        /** How many wholly free slabs a size class keeps; more are closed, so that a burst's memory goes back. */
-        private static final int MAX_EMPTY_SLABS = 1;
 
         final int slotSize;
         private final RdmaByteBufAllocator parent;
@@ -290,6 +297,9 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
             }
             Slab slab = available[availableCount - 1];
             if (slab.freeCount == slotsPerSlab) {
+                if (emptySlabs > 1) {
+                    parent.spareBytes.addAndGet(-slabBytes());
+                }
                 emptySlabs--;
             }
             int slot = slab.free[--slab.freeCount];
@@ -308,7 +318,7 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
             if (slab.freeCount == 1) {
                 addAvailable(slab);
             }
-            if (slab.freeCount == slotsPerSlab && ++emptySlabs > MAX_EMPTY_SLABS) {
+            if (slab.freeCount == slotsPerSlab && ++emptySlabs > 1 && !keepSpare()) {
                 emptySlabs--;
                 removeAvailable(slab);
                 Slab last = slabs[--slabCount];
@@ -318,6 +328,20 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator impleme
                 return slab;
             }
             return null;
+        }
+
+        private int slabBytes() {
+            return slotSize * slotsPerSlab;
+        }
+
+        /** Whether the allocator's spare bytes have room for one more wholly free slab of this class (taken if so). */
+        private boolean keepSpare() {
+            int bytes = slabBytes();
+            if (parent.spareBytes.addAndGet(bytes) <= SPARE_BYTES) {
+                return true;
+            }
+            parent.spareBytes.addAndGet(-bytes);
+            return false;
         }
 
         synchronized int used() {

@@ -116,8 +116,39 @@ class RdmaByteBufAllocatorTest {
             }
         }
         assertEquals(0, alloc.buffersInUse());
-        assertEquals(1, alloc.regionCount(), "one empty region is kept per size class, the others go back");
-        assertEquals(4L * MIB, alloc.regionBytes());
+        assertEquals(3, alloc.regionCount(), "one empty region per size class, and spares up to 16 MiB, are kept");
+        assertEquals(12L * MIB, alloc.regionBytes());
+    }
+
+    /**
+     * A burst's regions go back beyond one per size class and 16 MiB of spares; the spares serve the next burst with
+     * no new region (no registration per message for a pipeline that holds 16 MiB of 1 MiB buffers at a time).
+     */
+    @Test
+    void aBurstKeepsOneRegionAndTheSparesAndTheNextBurstRegistersNothing() {
+        RdmaByteBufAllocator alloc = new RdmaByteBufAllocator();
+        List<ByteBuf> bufs = new ArrayList<>();
+        for (int i = 0; i < 40; i++) {
+            bufs.add(alloc.directBuffer(MIB));
+        }
+        assertEquals(10, alloc.regionCount());
+        bufs.forEach(ByteBuf::release);
+        bufs.clear();
+        assertEquals(1 + RdmaByteBufAllocator.SPARE_BYTES / (4 * MIB), alloc.regionCount(),
+                "one region, and 16 MiB of spares");
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < 16; i++) {
+                bufs.add(alloc.directBuffer(MIB));
+            }
+            assertEquals(5, alloc.regionCount(), "round " + round + ": the spares, no region more");
+            bufs.forEach(ByteBuf::release);
+            bufs.clear();
+            assertEquals(5, alloc.regionCount(), "round " + round + ": none closed");
+        }
+        ByteBuf small = alloc.directBuffer(64 << 10);
+        assertEquals(6, alloc.regionCount(), "another size class has its own first region");
+        small.release();
+        assertEquals(6, alloc.regionCount(), "and keeps it");
     }
 
     @Test
@@ -349,7 +380,8 @@ class RdmaByteBufAllocatorTest {
         assertTrue(operations.get() > 1000, operations.get() + " operations");
         assertEquals(0, alloc.buffersInUse());
         assertEquals(0, alloc.bytesInUse());
-        assertTrue(alloc.regionCount() <= 15, "at most one empty region per size class: " + alloc.regionCount());
+        assertTrue(alloc.regionBytes() <= 15L * 4 * MIB + RdmaByteBufAllocator.SPARE_BYTES,
+                "at most one empty region per size class and the spares: " + alloc.regionBytes());
     }
 
     private static void stress(RdmaByteBufAllocator alloc, byte[] pattern, Random random, long deadline,
