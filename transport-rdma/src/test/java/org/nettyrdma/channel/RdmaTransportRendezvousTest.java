@@ -21,6 +21,7 @@ import org.nettyrdma.channel.RdmaTestSupport.WritePlan;
 import org.nettyrdma.verbs.DeviceAttributes;
 
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -254,7 +255,7 @@ class RdmaTransportRendezvousTest {
         List<RdmaSocketChannel> children = new CopyOnWriteArrayList<>();
         ExceptionRecorder serverErrors = new ExceptionRecorder();
         AtomicLong maxHeld = new AtomicLong();
-        java.util.concurrent.CompletableFuture<Void> othersDone = new java.util.concurrent.CompletableFuture<>();
+        CompletableFuture<Void> othersDone = new CompletableFuture<>();
         List<Channel> clients = new CopyOnWriteArrayList<>();
         List<StreamWriter> writers = new CopyOnWriteArrayList<>();
         Channel server = RdmaTestSupport.serverBootstrap(boundGroup, boundGroup)
