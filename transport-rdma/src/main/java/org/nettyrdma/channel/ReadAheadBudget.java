@@ -53,6 +53,14 @@ final class ReadAheadBudget {
         return m;
     }
 
+    /**
+     * {@code n} bytes just {@linkplain #take taken} went unused (no buffer, no send queue slot): back, waking no one
+     * (the waiters wait for bytes that other connections hold, and none of those came back).
+     */
+    void untake(int n) {
+        held -= n;
+    }
+
     /** {@code n} bytes taken before came back (a chunk delivered or released); wakes the longest waiter. */
     void give(long n) {
         held -= n;

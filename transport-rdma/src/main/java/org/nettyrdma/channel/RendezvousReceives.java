@@ -165,19 +165,19 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
             try {
                 chunk = alloc.directBuffer(n);
             } catch (RuntimeException ex) {
-                budget.give(n);
+                budget.untake(n);
                 throw ex;
             }
             try {
                 slot = poster.postRead(addresses[e] + pulled[e], rkeys[e], chunk, n);
             } catch (IOException | RuntimeException ex) {
                 chunk.release();
-                budget.give(n);
+                budget.untake(n);
                 throw ex;
             }
             if (slot < 0) {
                 chunk.release(); // no place now: the next batch end pulls again
-                budget.give(n);
+                budget.untake(n);
                 break;
             }
             int c = chunkIndex(chunkCount);

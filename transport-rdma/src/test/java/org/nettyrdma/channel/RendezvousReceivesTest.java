@@ -35,9 +35,13 @@ class RendezvousReceivesTest {
         final ArrayDeque<ByteBuf> buffers = new ArrayDeque<>();
         final List<ByteBuf> all = new ArrayList<>();
         int nextSlot;
+        boolean full; // the send queue has no place
 
         @Override
         public int postRead(long remoteAddress, int rkey, ByteBuf into, int length) {
+            if (full) {
+                return -1;
+            }
             int slot = nextSlot++ % 1000;
             inFlight.add(new long[] {remoteAddress, rkey, length, slot});
             buffers.add(into);
@@ -142,6 +146,39 @@ class RendezvousReceivesTest {
         for (ByteBuf x : pb.all) {
             assertEquals(0, x.refCnt());
         }
+    }
+
+    /**
+     * A READ the send queue has no place for gives its bytes back to the loop's bound without waking a waiter: what
+     * it waits for (bytes other connections hold) did not come back, and a wake would only queue it again.
+     */
+    @Test
+    void aReadWithNoPlaceGivesItsBytesBackWithoutWakingAWaiter() throws IOException {
+        int mib = 1 << 20;
+        RdmaCounters loop = new RdmaCounters();
+        ReadAheadBudget budget = new ReadAheadBudget(5L * mib / 2, loop);
+        int[] woken = new int[2];
+        RendezvousReceives a = new RendezvousReceives(8, mib, 4 * mib, 4, budget, () -> woken[0]++);
+        RendezvousReceives b = new RendezvousReceives(8, mib, 4 * mib, 4, budget, () -> woken[1]++);
+        FakePoster pa = new FakePoster();
+        FakePoster pb = new FakePoster();
+        assertNull(a.onRendezvous(rndv(0, 4 * mib, 1)));
+        assertNull(b.onRendezvous(rndv(0, mib / 4, 2)));
+        assertEquals(2, a.pull(pa, alloc));
+        assertEquals(1, budget.waiterCount(), "a waits");
+        pb.full = true;
+        assertEquals(0, b.pull(pb, alloc));
+        assertEquals(2L * mib, budget.held(), "b's bytes back");
+        assertArrayEquals(new int[] {0, 0}, woken, "a still waits: nothing it waits for came back");
+        assertEquals(1, budget.waiterCount());
+        pb.full = false;
+        assertEquals(1, b.pull(pb, alloc), "the next batch end pulls again");
+        pb.complete(b);
+        b.takeChunk().release();
+        assertArrayEquals(new int[] {1, 0}, woken, "bytes delivered and released wake a");
+        a.close();
+        b.close();
+        assertEquals(0, budget.held());
     }
 
     @Test
