@@ -58,12 +58,18 @@ final class ConnectionResources {
      * The QP then has room for the rendezvous' work requests and for the DONEs beyond the credit window.
      */
     final boolean offersRendezvous;
-    /** Receives posted: the credit window's, and with the rendezvous offered {@link RendezvousSends#MAX_RENDEZVOUS} more. */
+    /** Receives posted: the credit window's, and with the rendezvous offered {@link #doneReceives} more. */
     private final int receivesPosted;
+    /**
+     * With the rendezvous offered, {@link RendezvousSends#MAX_RENDEZVOUS} receives for the peer's DONEs (which spend no
+     * credit), else 0: posted beside the window's receives, or reserved in the shared pool beside {@link
+     * #reservedReceives} for as long as the connection lives.
+     */
+    private final int doneReceives;
     /**
      * Whether this side offers pooled credits (handshake flag bit 2, docs/srq-design.md section 2): when its receives
      * come from a loop's shared pool, where its window grows and shrinks ({@link PooledWindow}), and it does not offer
-     * the WRITE ring.
+     * the WRITE ring. With the READ rendezvous too: the receives for DONEs are reserved beside the window's.
      */
     final boolean offersPooledCredits;
     /**
@@ -73,7 +79,10 @@ final class ConnectionResources {
      * CreditWindow#startPooled}).
      */
     final int initialCredits;
-    /** The receives this connection has reserved in {@link #pool}: they follow its window ({@link #reserveReceives}). */
+    /**
+     * The receives this connection has reserved in {@link #pool} for its window: they follow it ({@link
+     * #reserveReceives}); the {@link #doneReceives} are reserved beside them.
+     */
     private int reservedReceives;
     /** The most receives a growth of this connection's window reserved in its pool, 0 if it never grew (tests). */
     private int peakReservedReceives;
@@ -126,7 +135,8 @@ final class ConnectionResources {
         // the rendezvous' extra work requests: a bind per rendezvous, the DONEs this side owes, the READs it pulls with
         int rendezvousWrs = offersRendezvous ? 3 * RendezvousSends.MAX_RENDEZVOUS : 0;
         // the DONEs the peer may send beyond its credits: one per rendezvous of this side's outstanding
-        receivesPosted = recvCount + (offersRendezvous ? RendezvousSends.MAX_RENDEZVOUS : 0);
+        doneReceives = offersRendezvous ? RendezvousSends.MAX_RENDEZVOUS : 0;
+        receivesPosted = recvCount + doneReceives;
         // the send queue follows this side's configuration, never the peer's handshake (RdmaProtocol.Handshake)
         sqDepth = Math.min(limits.maxQpWr(), recvCount + 4 + rendezvousWrs);
         maxSge = Math.min(limits.maxSge(), MAX_SEND_SGE);
@@ -142,13 +152,13 @@ final class ConnectionResources {
                 ? handler.receivePool(queues, recvSize, receiveMemory()) : null;
         // pooled credits, not with the WRITE ring: a ring message waiting unread holds no pool buffer, and the window's
         // reservation would not count it (it keeps its whole window in the pool then)
-        // (nor with the rendezvous, whose DONEs need receives beyond the window)
-        boolean pooledCredits = sharedPool != null && !offersWriteRing && !offersRendezvous;
+        boolean pooledCredits = sharedPool != null && !offersWriteRing;
         // an accepted pooled peer starts at POOLED_INITIAL; a connecting side reserves its whole window until it knows
-        int initial = pooledCredits && peerOffersPooledCredits ? CreditWindow.POOLED_INITIAL : receivesPosted;
-        if (sharedPool != null && !sharedPool.tryReserve(initial)) {
+        int initial = pooledCredits && peerOffersPooledCredits ? CreditWindow.POOLED_INITIAL : recvCount;
+        // the DONEs' receives stay reserved beside the window's, which alone follows it (reserveReceives)
+        if (sharedPool != null && !sharedPool.tryReserve(initial + doneReceives)) {
             sharedPool = null;
-            initial = receivesPosted;
+            initial = recvCount;
         }
         QueuePairReceives own = null;
         PooledReceives shared = null;
@@ -180,7 +190,7 @@ final class ConnectionResources {
                 }
                 if (sharedPool != null && (qpGone || createdQp == null)) {
                     ch.registration.unbindSharedReceives();
-                    sharedPool.release(initial);
+                    sharedPool.release(initial + doneReceives);
                 }
                 queues.release(reservedCqEntries);
             }
@@ -204,7 +214,7 @@ final class ConnectionResources {
             recv.attachRendezvous(rendezvousReceives);
         }
         // on the shared pool: the receives it reserved there (the pool's margin and spares are not counted yet)
-        count(1, (long) (sharedPool != null ? initial : receivesPosted) * receiveSlotBytes);
+        count(1, (long) (sharedPool != null ? initial + doneReceives : receivesPosted) * receiveSlotBytes);
     }
 
     /** The receives this connection has reserved in its loop's shared pool (0 without one). */
@@ -357,7 +367,7 @@ final class ConnectionResources {
         if (pool != null && qpGone) {
             // its receives still in the queue's completions are orphans now: they go back to the pool
             ch.registration.unbindSharedReceives();
-            pool.release(reservedReceives);
+            pool.release(reservedReceives + doneReceives);
             reservedReceives = 0;
         }
         queues.release(reservedCqEntries);

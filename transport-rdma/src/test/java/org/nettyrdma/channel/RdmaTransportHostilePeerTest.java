@@ -1,6 +1,10 @@
 package org.nettyrdma.channel;
 
+import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
@@ -43,6 +47,8 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
 import java.util.stream.Stream;
 
@@ -393,7 +399,7 @@ class RdmaTransportHostilePeerTest {
         void run(HostilePeer peer, long[] ring) throws Exception;
     }
 
-    private final java.util.concurrent.atomic.AtomicLong ringDelivered = new java.util.concurrent.atomic.AtomicLong();
+    private final AtomicLong ringDelivered = new AtomicLong();
 
     private void awaitDelivered(long bytes) throws Exception {
         RdmaTestSupport.awaitCondition(bytes + " bytes delivered", () -> ringDelivered.get() == bytes, 10_000,
@@ -420,10 +426,10 @@ class RdmaTransportHostilePeerTest {
                     @Override
                     protected void initChannel(Channel ch) {
                         ringChildren.add(ch);
-                        ch.pipeline().addLast(new io.netty.channel.ChannelInboundHandlerAdapter() {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
                             @Override
-                            public void channelRead(io.netty.channel.ChannelHandlerContext ctx, Object msg) {
-                                io.netty.buffer.ByteBuf b = (io.netty.buffer.ByteBuf) msg;
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ByteBuf b = (ByteBuf) msg;
                                 for (int i = b.readerIndex(); i < b.writerIndex(); i++) {
                                     if (b.getByte(i) != (byte) 0xEE) {
                                         wrongBytes.add("byte " + i + " is " + b.getByte(i));
@@ -515,7 +521,7 @@ class RdmaTransportHostilePeerTest {
     void dataSentAsSendWithInvalidateFailsTheConnection() throws Exception {
         misbehaveOnRendezvous("a DATA as SEND_WITH_INV of the window", true, EXPOSED,
                 ".*sent a message of type 1 as SEND_WITH_INV \\(only a DONE invalidates\\).*", peer -> {
-                    io.netty.buffer.ByteBuf rndv = peer.awaitMessage(RdmaProtocol.TYPE_RNDV);
+                    ByteBuf rndv = peer.awaitMessage(RdmaProtocol.TYPE_RNDV);
                     peer.sendMessageWithInvalidate(RdmaProtocol.TYPE_DATA, 16, RdmaProtocol.rendezvousRkey(rndv));
                 });
     }
@@ -527,7 +533,7 @@ class RdmaTransportHostilePeerTest {
     @Test
     void peerGoneWithARendezvousOutstandingLeavesNothingBehind() throws Exception {
         misbehaveOnRendezvous("a peer gone without a DONE", true, EXPOSED, null, peer -> {
-            io.netty.buffer.ByteBuf rndv = peer.awaitMessage(RdmaProtocol.TYPE_RNDV);
+            ByteBuf rndv = peer.awaitMessage(RdmaProtocol.TYPE_RNDV);
             assertEquals(EXPOSED, RdmaProtocol.rendezvousLength(rndv), "the length announced");
             assertEquals(WcStatus.SUCCESS, peer.remoteAccess(WrOpcode.RDMA_READ, RdmaProtocol.rendezvousRkey(rndv),
                     RdmaProtocol.rendezvousAddress(rndv) + 4096, 4096), () -> "a READ of the exposed bytes: " + peer);
@@ -561,28 +567,28 @@ class RdmaTransportHostilePeerTest {
     private void misbehaveOnRendezvous(String what, boolean offers, int childWrites, String violation,
                                        Misbehaviour misbehaviour) throws Exception {
         List<Channel> rdvChildren = new CopyOnWriteArrayList<>();
-        java.util.concurrent.atomic.AtomicReference<io.netty.buffer.ByteBuf> written =
-                new java.util.concurrent.atomic.AtomicReference<>();
-        java.util.concurrent.atomic.AtomicReference<io.netty.channel.ChannelFuture> writeFuture =
-                new java.util.concurrent.atomic.AtomicReference<>();
+        AtomicReference<ByteBuf> written =
+                new AtomicReference<>();
+        AtomicReference<ChannelFuture> writeFuture =
+                new AtomicReference<>();
         ExceptionRecorder errors = new ExceptionRecorder();
-        java.util.concurrent.atomic.AtomicLong delivered = new java.util.concurrent.atomic.AtomicLong();
+        AtomicLong delivered = new AtomicLong();
         Channel rdvServer = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
                 .childOption(RdmaChannelOption.RENDEZVOUS, true)
                 .childHandler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel ch) {
                         rdvChildren.add(ch);
-                        ch.pipeline().addLast(new io.netty.channel.ChannelInboundHandlerAdapter() {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
                             @Override
-                            public void channelActive(io.netty.channel.ChannelHandlerContext ctx) {
+                            public void channelActive(ChannelHandlerContext ctx) {
                                 if (childWrites > 0) {
                                     byte[] bytes = new byte[childWrites];
                                     for (int i = 0; i < childWrites; i++) {
                                         bytes[i] = exposedByte(i);
                                     }
                                     // one write: under paranoid leak detection every access of the buffer is recorded
-                                    io.netty.buffer.ByteBuf buf = ctx.alloc().directBuffer(childWrites).writeBytes(bytes);
+                                    ByteBuf buf = ctx.alloc().directBuffer(childWrites).writeBytes(bytes);
                                     written.set(buf.retain()); // one reference the test releases at the end
                                     writeFuture.set(ctx.writeAndFlush(buf));
                                 }
@@ -590,9 +596,9 @@ class RdmaTransportHostilePeerTest {
                             }
 
                             @Override
-                            public void channelRead(io.netty.channel.ChannelHandlerContext ctx, Object msg) {
-                                delivered.addAndGet(((io.netty.buffer.ByteBuf) msg).readableBytes());
-                                ((io.netty.buffer.ByteBuf) msg).release();
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                delivered.addAndGet(((ByteBuf) msg).readableBytes());
+                                ((ByteBuf) msg).release();
                             }
                         }, errors);
                     }
@@ -629,9 +635,9 @@ class RdmaTransportHostilePeerTest {
         RdmaCounters childCounters = ((RdmaSocketChannel) rdvChildren.get(0)).counters();
         assertEquals(0, childCounters.rendezvousExposedBytes(), () -> what + ": bytes still exposed " + childCounters);
         if (childWrites > 0) {
-            io.netty.channel.ChannelFuture f = writeFuture.get();
+            ChannelFuture f = writeFuture.get();
             assertTrue(f.isDone() && !f.isSuccess(), () -> what + ": the child's write should have failed: " + f);
-            io.netty.buffer.ByteBuf buf = written.get();
+            ByteBuf buf = written.get();
             assertEquals(1, buf.refCnt(), what + ": references to the written buffer left beside the test's");
             buf.release();
         }

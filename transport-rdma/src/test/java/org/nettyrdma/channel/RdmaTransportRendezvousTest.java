@@ -21,6 +21,7 @@ import org.nettyrdma.channel.RdmaTestSupport.WritePlan;
 import org.nettyrdma.verbs.DeviceAttributes;
 
 import java.util.List;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
@@ -31,6 +32,7 @@ import java.util.function.Supplier;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Protocol v2's READ rendezvous (docs/protocol.md): negotiated only when both sides offer it and the device has memory
@@ -343,6 +345,75 @@ class RdmaTransportRendezvousTest {
         assertEquals(0L, RdmaTestSupport.onLoop(boundGroup.next(), () -> handlers.get(0).readAheadBudget().held()),
                 "every byte back");
         RdmaTestSupport.shutdown(boundGroup);
+    }
+
+    /**
+     * Pooled credits with the rendezvous (docs/protocol.md, "DONE"): on a loop's shared receive queue (the default on
+     * IB and RoCE) an idle connection's windows come down to the floor as without the rendezvous, with the receives for
+     * the peer's DONEs reserved beside them on each side (2 + 4 buffers of 16 KiB, where the whole window and the DONEs'
+     * took 16 + 4), and a rendezvous stream between the same loops still carries every byte; its reservations go back
+     * with its connection.
+     */
+    @Test
+    void onASharedReceiveQueueAnIdleWindowComesDownToTheFloorBesideTheDonesReceives() throws Exception {
+        List<RdmaSocketChannel> accepted = new CopyOnWriteArrayList<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.RENDEZVOUS, true)
+                .childOption(RdmaChannelOption.WRITE_RING, false)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        accepted.add((RdmaSocketChannel) ch);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        RdmaSocketChannel idle = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                .option(RdmaChannelOption.RENDEZVOUS, true)
+                .option(RdmaChannelOption.WRITE_RING, false)
+                .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
+        try {
+            ReceivePool pool = RdmaTestSupport.onLoop(idle, () -> idle.resources().receivePool());
+            assumeTrue(pool != null, "no shared receive queue here (iWARP, siw0: each connection has its own)");
+            int dones = RdmaTestSupport.onLoop(idle, () -> idle.resources().offersRendezvous)
+                    ? RendezvousSends.MAX_RENDEZVOUS : 0;
+            RdmaTestSupport.awaitCondition("the idle connection at the floor, both ends", () -> accepted.size() == 1
+                    && windowReservation(idle) == CreditWindow.KEPT_FLOOR
+                    && windowReservation(accepted.get(0)) == CreditWindow.KEPT_FLOOR, 10_000, () -> "client "
+                    + windowReservation(idle) + ", accepted " + accepted);
+            RdmaSocketChannel child = accepted.get(0);
+            assertEquals(CreditWindow.KEPT_FLOOR + dones, poolReservation(idle),
+                    "the client loop's pool: the floor and the receives for DONEs");
+            assertEquals(CreditWindow.KEPT_FLOOR + dones, poolReservation(child),
+                    "the server loop's pool: the floor and the receives for DONEs");
+
+            long total = RdmaTestSupport.scaledBytes(32L << 20, 4 << 20);
+            Result r = stream(total, RdmaTestSupport.fixedPlan(4 << 20, Kind.REGISTERED), true, true, false, 1 << 20);
+            if (r.rendezvous) {
+                assertEquals(total, r.client.rendezvousBytesSent(), () -> "client " + r.client);
+            }
+            RdmaTestSupport.awaitCondition("the stream's reservations given back", () ->
+                    poolReservation(idle) == CreditWindow.KEPT_FLOOR + dones
+                            && poolReservation(child) == CreditWindow.KEPT_FLOOR + dones, 10_000,
+                    () -> "client pool " + poolReservation(idle) + ", server pool " + poolReservation(child));
+        } finally {
+            idle.close().sync();
+            server.close().sync();
+        }
+    }
+
+    private static int windowReservation(RdmaSocketChannel c) {
+        return unchecked(() -> RdmaTestSupport.onLoop(c, () -> c.resources().reservedReceives()));
+    }
+
+    private static int poolReservation(RdmaSocketChannel c) {
+        return unchecked(() -> RdmaTestSupport.onLoop(c, () -> c.resources().receivePool().reserved()));
+    }
+
+    private static int unchecked(Callable<Integer> task) {
+        try {
+            return task.call();
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        }
     }
 
     /**
