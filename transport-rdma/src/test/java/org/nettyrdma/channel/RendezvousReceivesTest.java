@@ -85,6 +85,28 @@ class RendezvousReceivesTest {
                 new ReadAheadBudget(Long.MAX_VALUE, new RdmaCounters()), () -> { });
     }
 
+    private static final int MIB = 1 << 20;
+
+    /**
+     * Two connections' tables on one loop bound of 2.5 MiB (1 MiB chunks, 4 MiB each of their own, four READs), each
+     * with a rendezvous announced: {@code a} of 4 MiB, {@code b} of {@code bLength} bytes; {@code woken} counts the
+     * wakes of each.
+     */
+    private static final class TwoTables {
+        final RdmaCounters loop = new RdmaCounters();
+        final ReadAheadBudget budget = new ReadAheadBudget(5L * MIB / 2, loop);
+        final int[] woken = new int[2];
+        final RendezvousReceives a = new RendezvousReceives(8, MIB, 4 * MIB, 4, budget, () -> woken[0]++);
+        final RendezvousReceives b = new RendezvousReceives(8, MIB, 4 * MIB, 4, budget, () -> woken[1]++);
+        final FakePoster pa = new FakePoster();
+        final FakePoster pb = new FakePoster();
+
+        TwoTables(int bLength) {
+            assertNull(a.onRendezvous(rndv(0, 4 * MIB, 1)));
+            assertNull(b.onRendezvous(rndv(0, bLength, 2)));
+        }
+    }
+
     /**
      * Two connections' tables on one loop bound of 2.5 MiB (1 MiB chunks, 4 MiB each of their own): the first takes
      * two chunks and waits; the second, holding nothing, still gets 64 KiB (another's unread bytes never stop it for
@@ -93,57 +115,48 @@ class RendezvousReceivesTest {
      */
     @Test
     void theLoopBoundHoldsBackTablesAndBytesComingBackWakeThem() throws IOException {
-        int mib = 1 << 20;
-        RdmaCounters loop = new RdmaCounters();
-        ReadAheadBudget budget = new ReadAheadBudget(5L * mib / 2, loop);
-        int[] woken = new int[2];
-        RendezvousReceives a = new RendezvousReceives(8, mib, 4 * mib, 4, budget, () -> woken[0]++);
-        RendezvousReceives b = new RendezvousReceives(8, mib, 4 * mib, 4, budget, () -> woken[1]++);
-        FakePoster pa = new FakePoster();
-        FakePoster pb = new FakePoster();
-        assertNull(a.onRendezvous(rndv(0, 4 * mib, 1)));
-        assertNull(b.onRendezvous(rndv(0, 2 * mib, 2)));
-        assertEquals(2, a.pull(pa, alloc), "a third MiB would pass the loop's 2.5 MiB");
-        assertEquals(2L * mib, budget.held());
-        assertEquals(1, budget.waiterCount());
-        assertEquals(1, b.pull(pb, alloc), "holding nothing: one small chunk past the bound");
-        assertEquals(ReadAheadBudget.MIN_CHUNK, pb.inFlight.peek()[2]);
-        assertEquals(2L * mib + ReadAheadBudget.MIN_CHUNK, budget.held());
-        assertEquals(0, b.pull(pb, alloc), "holding one: waits");
-        assertEquals(2, budget.waiterCount(), "each queued once");
-        assertEquals(3, loop.rendezvousReadAheadStalls, "a's third chunk, b's cut one, b's second");
-        pa.complete(a);
-        pa.complete(a);
-        pb.complete(b);
-        ByteBuf c = a.takeChunk();
+        TwoTables t = new TwoTables(2 * MIB);
+        assertEquals(2, t.a.pull(t.pa, alloc), "a third MiB would pass the loop's 2.5 MiB");
+        assertEquals(2L * MIB, t.budget.held());
+        assertEquals(1, t.budget.waiterCount());
+        assertEquals(1, t.b.pull(t.pb, alloc), "holding nothing: one small chunk past the bound");
+        assertEquals(ReadAheadBudget.MIN_CHUNK, t.pb.inFlight.peek()[2]);
+        assertEquals(2L * MIB + ReadAheadBudget.MIN_CHUNK, t.budget.held());
+        assertEquals(0, t.b.pull(t.pb, alloc), "holding one: waits");
+        assertEquals(2, t.budget.waiterCount(), "each queued once");
+        assertEquals(3, t.loop.rendezvousReadAheadStalls, "a's third chunk, b's cut one, b's second");
+        t.pa.complete(t.a);
+        t.pa.complete(t.a);
+        t.pb.complete(t.b);
+        ByteBuf c = t.a.takeChunk();
         c.release();
-        assertArrayEquals(new int[] {1, 0}, woken, "a waited longest: woken first, once");
-        assertEquals(1, a.pull(pa, alloc), "a MiB came back: a takes one, and waits for its next");
-        assertEquals(2, budget.waiterCount(), "b, then a");
-        c = b.takeChunk();
+        assertArrayEquals(new int[] {1, 0}, t.woken, "a waited longest: woken first, once");
+        assertEquals(1, t.a.pull(t.pa, alloc), "a MiB came back: a takes one, and waits for its next");
+        assertEquals(2, t.budget.waiterCount(), "b, then a");
+        c = t.b.takeChunk();
         assertEquals(ReadAheadBudget.MIN_CHUNK, c.readableBytes());
         for (int i = 0; i < c.readableBytes(); i++) {
             assertEquals(byteAt(BASE + i, 2), c.getByte(i));
         }
         c.release();
-        assertArrayEquals(new int[] {1, 1}, woken);
-        assertEquals(1, b.pull(pb, alloc), "holding nothing again: the next 64 KiB of its rendezvous");
-        assertEquals(BASE + ReadAheadBudget.MIN_CHUNK, pb.inFlight.peek()[0]);
-        assertEquals(2L * mib + ReadAheadBudget.MIN_CHUNK, budget.held());
-        assertEquals(2, budget.waiterCount(), "a, then b again");
-        assertEquals(0, a.pull(pa, alloc));
-        assertEquals(2, budget.waiterCount(), "a pulling again while it waits is not queued twice");
-        assertEquals(6, loop.rendezvousReadAheadStalls, "three more: a waiting again, b cut and waiting again");
-        a.close();
-        assertEquals(ReadAheadBudget.MIN_CHUNK, budget.held(), "a's chunks back");
-        assertArrayEquals(new int[] {1, 2}, woken, "b woken by a's bytes coming back at its close");
-        assertEquals(0, budget.waiterCount(), "a's wait forgotten");
-        b.close();
-        assertEquals(0, budget.held());
-        for (ByteBuf x : pa.all) {
+        assertArrayEquals(new int[] {1, 1}, t.woken);
+        assertEquals(1, t.b.pull(t.pb, alloc), "holding nothing again: the next 64 KiB of its rendezvous");
+        assertEquals(BASE + ReadAheadBudget.MIN_CHUNK, t.pb.inFlight.peek()[0]);
+        assertEquals(2L * MIB + ReadAheadBudget.MIN_CHUNK, t.budget.held());
+        assertEquals(2, t.budget.waiterCount(), "a, then b again");
+        assertEquals(0, t.a.pull(t.pa, alloc));
+        assertEquals(2, t.budget.waiterCount(), "a pulling again while it waits is not queued twice");
+        assertEquals(6, t.loop.rendezvousReadAheadStalls, "three more: a waiting again, b cut and waiting again");
+        t.a.close();
+        assertEquals(ReadAheadBudget.MIN_CHUNK, t.budget.held(), "a's chunks back");
+        assertArrayEquals(new int[] {1, 2}, t.woken, "b woken by a's bytes coming back at its close");
+        assertEquals(0, t.budget.waiterCount(), "a's wait forgotten");
+        t.b.close();
+        assertEquals(0, t.budget.held());
+        for (ByteBuf x : t.pa.all) {
             assertEquals(0, x.refCnt());
         }
-        for (ByteBuf x : pb.all) {
+        for (ByteBuf x : t.pb.all) {
             assertEquals(0, x.refCnt());
         }
     }
@@ -154,31 +167,22 @@ class RendezvousReceivesTest {
      */
     @Test
     void aReadWithNoPlaceGivesItsBytesBackWithoutWakingAWaiter() throws IOException {
-        int mib = 1 << 20;
-        RdmaCounters loop = new RdmaCounters();
-        ReadAheadBudget budget = new ReadAheadBudget(5L * mib / 2, loop);
-        int[] woken = new int[2];
-        RendezvousReceives a = new RendezvousReceives(8, mib, 4 * mib, 4, budget, () -> woken[0]++);
-        RendezvousReceives b = new RendezvousReceives(8, mib, 4 * mib, 4, budget, () -> woken[1]++);
-        FakePoster pa = new FakePoster();
-        FakePoster pb = new FakePoster();
-        assertNull(a.onRendezvous(rndv(0, 4 * mib, 1)));
-        assertNull(b.onRendezvous(rndv(0, mib / 4, 2)));
-        assertEquals(2, a.pull(pa, alloc));
-        assertEquals(1, budget.waiterCount(), "a waits");
-        pb.full = true;
-        assertEquals(0, b.pull(pb, alloc));
-        assertEquals(2L * mib, budget.held(), "b's bytes back");
-        assertArrayEquals(new int[] {0, 0}, woken, "a still waits: nothing it waits for came back");
-        assertEquals(1, budget.waiterCount());
-        pb.full = false;
-        assertEquals(1, b.pull(pb, alloc), "the next batch end pulls again");
-        pb.complete(b);
-        b.takeChunk().release();
-        assertArrayEquals(new int[] {1, 0}, woken, "bytes delivered and released wake a");
-        a.close();
-        b.close();
-        assertEquals(0, budget.held());
+        TwoTables t = new TwoTables(MIB / 4);
+        assertEquals(2, t.a.pull(t.pa, alloc));
+        assertEquals(1, t.budget.waiterCount(), "a waits");
+        t.pb.full = true;
+        assertEquals(0, t.b.pull(t.pb, alloc));
+        assertEquals(2L * MIB, t.budget.held(), "b's bytes back");
+        assertArrayEquals(new int[] {0, 0}, t.woken, "a still waits: nothing it waits for came back");
+        assertEquals(1, t.budget.waiterCount());
+        t.pb.full = false;
+        assertEquals(1, t.b.pull(t.pb, alloc), "the next batch end pulls again");
+        t.pb.complete(t.b);
+        t.b.takeChunk().release();
+        assertArrayEquals(new int[] {1, 0}, t.woken, "bytes delivered and released wake a");
+        t.a.close();
+        t.b.close();
+        assertEquals(0, t.budget.held());
     }
 
     @Test
