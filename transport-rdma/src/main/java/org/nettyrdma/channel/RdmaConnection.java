@@ -895,6 +895,12 @@ final class RdmaConnection {
                 set(FLUSH_AFTER_REMOVE);
                 return;
             }
+            if (is(FAILED)) {
+                // as a socket after a reset: nothing written now can arrive, so its write fails (and the channel
+                // closes). Posted, a write copied whole into staging would succeed at once (settled at post), and a
+                // request written from an exceptionCaught handler would wait for an answer that never comes.
+                throw new IOException("Connection reset by peer: the connection failed before this write was sent");
+            }
             if (!is(SEND_OPEN) || is(CLOSING | CLOSE_REQUESTED)) {
                 set(SEND_BLOCKED);
                 return;

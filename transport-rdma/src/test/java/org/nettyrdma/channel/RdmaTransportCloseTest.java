@@ -115,6 +115,47 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * A write from the handler that hears the reset (Spark's response handler fails its outstanding requests there,
+     * and a fetcher starts its next request from that callback) fails, as a socket's write after a reset does: it can
+     * never arrive. Before, a small write, copied whole into staging, was posted to the dead connection and succeeded
+     * at once, so the request waited for an answer that never came (ShuffleServiceLossTest on rxe0 in CI: 10 blocks
+     * with no outcome).
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aWriteFromTheHandlerThatHearsTheResetFails() throws Exception {
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ReferenceCountUtil.release(msg);
+                                ctx.channel().config().setOption(ChannelOption.SO_LINGER, 0);
+                                ctx.close();
+                            }
+                        });
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        CompletableFuture<ChannelFuture> written = new CompletableFuture<>();
+        Channel client = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                written.complete(ctx.writeAndFlush(Unpooled.copiedBuffer("the next request", StandardCharsets.US_ASCII)));
+            }
+        }).connect(server.localAddress()).sync().channel();
+        client.writeAndFlush(Unpooled.copiedBuffer("hello", StandardCharsets.US_ASCII));
+
+        ChannelFuture f = written.get(10, TimeUnit.SECONDS);
+        assertTrue(f.await(10_000), "the write after the reset never completed");
+        assertFalse(f.isSuccess(), "the write after the reset succeeded: it cannot have arrived");
+        assertInstanceOf(IOException.class, f.cause(), () -> RdmaTestSupport.describe(f.cause()));
+        client.closeFuture().sync();
+        server.close().sync();
+    }
+
+    /**
      * A connection that breaks while this side has nothing of the pipeline's to send (only its own CREDIT messages, as
      * a reader returning buffers): no write carries the failure, so the pipeline hears it, then channelInactive, as
      * a socket's read sees a reset. Once on siw0 across two hosts the server closed quietly instead, as if the peer had
