@@ -5,6 +5,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
@@ -75,11 +76,9 @@ class RdmaTransportCloseTest {
         RdmaTestSupport.shutdown(clientGroup, serverGroup);
     }
 
-    @Test
-    @Timeout(value = 30, unit = TimeUnit.SECONDS)
-    void abortiveCloseOfThePeerIsAResetThenInactive() throws Exception {
-        ExceptionRecorder serverErrors = new ExceptionRecorder();
-        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+    /** A server whose connections close abortively (SO_LINGER 0) at their first read; {@code after} follow in each. */
+    private Channel abortingServer(ChannelHandler... after) throws InterruptedException {
+        return RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
                 .childHandler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel ch) {
@@ -90,9 +89,17 @@ class RdmaTransportCloseTest {
                                 ctx.channel().config().setOption(ChannelOption.SO_LINGER, 0);
                                 ctx.close();
                             }
-                        }, serverErrors);
+                        });
+                        ch.pipeline().addLast(after);
                     }
                 }).bind(RdmaTestSupport.anyPort()).sync().channel();
+    }
+
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void abortiveCloseOfThePeerIsAResetThenInactive() throws Exception {
+        ExceptionRecorder serverErrors = new ExceptionRecorder();
+        Channel server = abortingServer(serverErrors);
         EventRecorder events = new EventRecorder();
         Channel client = RdmaTestSupport.clientBootstrap(clientGroup).handler(events)
                 .connect(server.localAddress()).sync().channel();
@@ -124,20 +131,7 @@ class RdmaTransportCloseTest {
     @Test
     @Timeout(value = 30, unit = TimeUnit.SECONDS)
     void aWriteFromTheHandlerThatHearsTheResetFails() throws Exception {
-        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
-                .childHandler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                            @Override
-                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                                ReferenceCountUtil.release(msg);
-                                ctx.channel().config().setOption(ChannelOption.SO_LINGER, 0);
-                                ctx.close();
-                            }
-                        });
-                    }
-                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        Channel server = abortingServer();
         CompletableFuture<ChannelFuture> written = new CompletableFuture<>();
         Channel client = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter() {
             @Override
