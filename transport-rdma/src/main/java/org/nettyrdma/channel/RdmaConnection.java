@@ -895,11 +895,9 @@ final class RdmaConnection {
                 set(FLUSH_AFTER_REMOVE);
                 return;
             }
-            if (is(FAILED)) {
-                // as a socket after a reset: nothing written now can arrive, so its write fails (and the channel
-                // closes). Posted, a write copied whole into staging would succeed at once (settled at post), and a
-                // request written from an exceptionCaught handler would wait for an answer that never comes.
-                throw new IOException("Connection reset by peer: the connection failed before this write was sent");
+            if (is(FAILED | PEER_GONE)) {
+                failWritesThatCannotArrive(in);
+                return;
             }
             if (!is(SEND_OPEN) || is(CLOSING | CLOSE_REQUESTED)) {
                 set(SEND_BLOCKED);
@@ -925,6 +923,32 @@ final class RdmaConnection {
                 return;
             }
             // write-future listeners may have written and flushed (Netty ignores a flush inside this one): post that
+        }
+    }
+
+    /**
+     * The connection failed (a reset) or the peer left after its FIN: nothing written now can arrive. Posted, a write
+     * copied whole into staging would succeed at once (settled at post), and a request written from the
+     * {@code exceptionCaught} that reports the reset would wait for an answer that never comes. Instead the flushed
+     * writes fail, as a socket's after a reset, but the channel does not close here (a write error would): what the
+     * peer sent before it left is still delivered, then the channel closes ({@code afterPeerLeft}). Writes with bytes
+     * in flight stay, and fail at that close: their buffers are not freed under a work request.
+     */
+    private void failWritesThatCannotArrive(ChannelOutboundBuffer in) {
+        if (sends != null && sends.unsettledBytes() > 0) {
+            set(SEND_BLOCKED);
+            return;
+        }
+        IOException cause = new IOException(is(FAILED)
+                ? "Connection reset by peer: the connection failed before this write was sent"
+                : "Broken pipe: the peer closed the connection and left before this write was sent");
+        set(REMOVING);
+        try {
+            while (in.remove(cause)) {
+                // their listeners may write more: flushed, those fail here too
+            }
+        } finally {
+            clear(REMOVING | FLUSH_AFTER_REMOVE);
         }
     }
 

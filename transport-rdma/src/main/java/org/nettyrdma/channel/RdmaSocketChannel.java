@@ -103,6 +103,11 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         return conn != null ? conn.resources() : null;
     }
 
+    /** For tests: whether the peer has left (its disconnect came) while this channel is still open (event loop only). */
+    boolean peerGone() {
+        return conn != null && conn.isPeerGone();
+    }
+
     /** What the channel's device can do (event loop only; null before an address is resolved). */
     org.nettyrdma.verbs.DeviceAttributes deviceAttributes() {
         return id == null || id.device() == null ? null : id.device().attributes();
@@ -583,13 +588,28 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 return;
             }
             if (!conn.finReceived()) {
-                conn.markFailed();
-                pipeline().fireExceptionCaught(new IOException("Connection reset by peer"));
-                close(voidPromise());
-            } else if (!conn.hasPendingReads()) {
-                close(voidPromise());
+                conn.markFailed(); // a reset: writes fail from now on
             }
-            // else: the read loop delivers what is left, then closes
+            afterPeerLeft();
+        }
+
+        /**
+         * The peer is gone. What it sent before is delivered first, as a socket delivers the bytes that arrived before a
+         * reset (the read loop comes back here once it has read them): then the FIN closes the channel quietly, or the
+         * reset is reported and the channel closes. A message offered by rendezvous and not yet READ can never be
+         * read (its bytes are in the gone peer's memory): the channel ends with that.
+         */
+        void afterPeerLeft() {
+            if (!isOpen() || conn.hasPendingData() || conn.finAtHead()) {
+                return;
+            }
+            if (conn.hasPendingReads()) {
+                pipeline().fireExceptionCaught(new IOException("the peer left before the message it offered by "
+                        + "rendezvous was read: its bytes are lost"));
+            } else if (conn.isFailed()) {
+                pipeline().fireExceptionCaught(new IOException("Connection reset by peer"));
+            }
+            close(voidPromise());
         }
 
         /** A send failed: like a socket write error, the pending writes fail with it and the channel closes. */
@@ -687,6 +707,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 conn.onFinReached();
             } else if (conn != null && conn.hasPendingData() && (readPending || config.isAutoRead())) {
                 scheduleRead();
+            } else if (conn != null && conn.isPeerGone()) {
+                afterPeerLeft();
             }
         }
 

@@ -150,6 +150,123 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * The peer wrote, closed in order and left while this side had not read its data yet (AUTO_READ off): a write now
+     * can never arrive, so it fails (as a socket's at the peer's reset), and the channel still delivers every byte the
+     * peer sent, then closes quietly. Before, the reply was posted to the gone connection and, copied whole into
+     * staging, succeeded at post; throwing instead (as after a reset) would close the channel and lose the reads left.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aWriteAfterThePeerLeftFailsAndWhatItSentIsStillDelivered() throws Exception {
+        try (UnreadChild child = new UnreadChild()) {
+            child.client.close().sync();
+            child.readOnceThePeerLeft();
+            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reads left",
+                    child.events::toString);
+            assertEquals(List.of("read:onetwo", "inactive"), child.events.events, "the child's events");
+            child.assertReplyFailed();
+        }
+    }
+
+    /**
+     * The peer wrote and reset the connection (SO_LINGER 0) while this side had not read its data yet: as a socket
+     * delivers the bytes that arrived before a reset, the channel delivers them, then reports the reset and closes; a
+     * write meanwhile fails. Before, the reset was reported at once and what had arrived was dropped.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void whatArrivedBeforeAResetIsDeliveredThenTheReset() throws Exception {
+        try (UnreadChild child = new UnreadChild()) {
+            child.client.config().setOption(ChannelOption.SO_LINGER, 0);
+            child.client.close().sync();
+            child.readOnceThePeerLeft();
+            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reads left",
+                    child.events::toString);
+            List<String> ev = child.events.events;
+            assertEquals(3, ev.size(), () -> "the child's events (expected the reads, the reset, inactive): " + ev);
+            assertEquals("read:onetwo", ev.get(0), () -> "the child's events: " + ev);
+            assertTrue(ev.get(1).startsWith("exception:java.io.IOException: Connection reset by peer"),
+                    () -> "the child's events: " + ev);
+            assertEquals("inactive", ev.get(2), () -> "the child's events: " + ev);
+            child.assertReplyFailed();
+        }
+    }
+
+    /**
+     * A connection whose server child does not read (AUTO_READ off) while its client writes "one" and "two" (as much as
+     * such a child gives credit for beside a FIN: POOLED_INITIAL's 4) and leaves; the child replies at its first read.
+     */
+    private final class UnreadChild implements AutoCloseable {
+        final EventRecorder events = new EventRecorder();
+        final CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
+        final CompletableFuture<ChannelFuture> reply = new CompletableFuture<>();
+        final Channel server;
+        final Channel client;
+
+        UnreadChild() throws Exception {
+            server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childOption(ChannelOption.AUTO_READ, false)
+                    .childHandler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                                @Override
+                                public void channelActive(ChannelHandlerContext ctx) {
+                                    child.complete((RdmaSocketChannel) ctx.channel());
+                                }
+
+                                @Override
+                                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                    if (!reply.isDone()) {
+                                        reply.complete(ctx.writeAndFlush(Unpooled.copiedBuffer("ack",
+                                                StandardCharsets.US_ASCII)));
+                                    }
+                                    ctx.fireChannelRead(msg);
+                                }
+                            }, events);
+                        }
+                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            client = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            for (String s : new String[] {"one", "two"}) {
+                client.writeAndFlush(Unpooled.copiedBuffer(s, StandardCharsets.US_ASCII)).sync();
+            }
+            RdmaSocketChannel ch = child.get(10, TimeUnit.SECONDS);
+            RdmaTestSupport.awaitCondition("both messages at the child", () -> onLoop(ch,
+                    () -> ch.counters().messagesReceived >= 2), 10_000, events::toString);
+        }
+
+        /** Waits until the child has heard that the peer left, then lets it read. */
+        void readOnceThePeerLeft() throws Exception {
+            RdmaSocketChannel ch = child.get();
+            RdmaTestSupport.awaitCondition("the child hears that the peer left", () -> onLoop(ch, ch::peerGone),
+                    10_000, events::toString);
+            ch.config().setAutoRead(true);
+        }
+
+        void assertReplyFailed() throws Exception {
+            ChannelFuture f = reply.get(10, TimeUnit.SECONDS);
+            assertTrue(f.await(10_000), "the reply never completed");
+            assertFalse(f.isSuccess(), "the reply after the peer left succeeded: it cannot have arrived");
+            assertInstanceOf(IOException.class, f.cause(), () -> RdmaTestSupport.describe(f.cause()));
+        }
+
+        private boolean onLoop(Channel ch, java.util.concurrent.Callable<Boolean> task) {
+            try {
+                return RdmaTestSupport.onLoop(ch, task);
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        @Override
+        public void close() throws InterruptedException {
+            client.close().sync();
+            server.close().sync();
+        }
+    }
+
+    /**
      * A connection that breaks while this side has nothing of the pipeline's to send (only its own CREDIT messages, as
      * a reader returning buffers): no write carries the failure, so the pipeline hears it, then channelInactive, as
      * a socket's read sees a reset. Once on siw0 across two hosts the server closed quietly instead, as if the peer had

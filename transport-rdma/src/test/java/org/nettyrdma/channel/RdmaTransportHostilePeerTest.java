@@ -544,6 +544,102 @@ class RdmaTransportHostilePeerTest {
         });
     }
 
+    /**
+     * A peer that announces a rendezvous larger than a child reads ahead (4 MiB), sends its FIN and leaves while the
+     * child (AUTO_READ off) has READ only that much: the part READ is delivered, the rest never can be (it was in the
+     * gone peer's memory), so the child then fails saying so and closes, and nothing is left behind. Before, the child
+     * waited for the rest for ever: open, its chunks and receives held, by a peer that had left.
+     */
+    @Test
+    void peerGoneAfterItsFinWithARendezvousHalfReadEndsTheChild() throws Exception {
+        String what = "a peer gone after its FIN with a rendezvous half READ";
+        int announced = (5 << 20) + 4096;
+        int readAhead = 4 << 20;
+        List<RdmaSocketChannel> rdvChildren = new CopyOnWriteArrayList<>();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        AtomicLong delivered = new AtomicLong();
+        AtomicLong wrong = new AtomicLong();
+        Channel rdvServer = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.RENDEZVOUS, true)
+                .childOption(ChannelOption.AUTO_READ, false)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        rdvChildren.add((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ByteBuf b = (ByteBuf) msg;
+                                byte[] got = new byte[b.readableBytes()]; // one access (paranoid leak detection)
+                                b.getBytes(b.readerIndex(), got);
+                                b.release();
+                                long at = delivered.getAndAdd(got.length);
+                                for (int i = 0; i < got.length; i++) {
+                                    if (got[i] != exposedByte((int) at + i)) {
+                                        wrong.incrementAndGet();
+                                    }
+                                }
+                            }
+                        }, errors);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        io.netty.util.internal.CleanableDirectBuffer memory = null;
+        try (HostilePeer peer = new HostilePeer()) {
+            MemoryRegion mr = null;
+            try {
+                assertEquals(CmEventType.ESTABLISHED, peer.connect((java.net.InetSocketAddress) rdvServer.localAddress(),
+                        RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16, RdmaProtocol.FLAG_READ_RENDEZVOUS)),
+                        what + ": " + peer);
+                org.nettyrdma.verbs.DeviceAttributes a = peer.id.device().attributes();
+                assumeTrue(a.supportsMemoryWindows() && a.supportsSendWithInvalidate(),
+                        "the device has no memory windows or no SEND_WITH_INV (iWARP, siw): no READ rendezvous");
+                memory = PlatformDependent.allocateDirect(announced, true);
+                ByteBuffer bytes = memory.buffer();
+                for (int i = 0; i < announced; i++) {
+                    bytes.put(i, exposedByte(i));
+                }
+                mr = peer.pd.registerMemory(bytes, org.nettyrdma.verbs.Access.LOCAL_WRITE
+                        | org.nettyrdma.verbs.Access.REMOTE_READ);
+                peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
+                peer.sendBytes(rndv(0, announced, mr.address(), mr.rkey()), RNDV_LENGTH);
+                RdmaTestSupport.awaitCondition(what + ": the child READs ahead", () -> !rdvChildren.isEmpty()
+                        && onLoop(rdvChildren.get(0), () -> rdvChildren.get(0).counters().rendezvousBytesRead())
+                        >= readAhead, 10_000, () -> "" + peer);
+                peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
+                peer.id.disconnect();
+                RdmaSocketChannel child = rdvChildren.get(0);
+                RdmaTestSupport.awaitCondition(what + ": the child hears that the peer left",
+                        () -> onLoop(child, child::peerGone), 10_000, errors.exceptions::toString);
+                child.config().setAutoRead(true);
+                RdmaTestSupport.await(child.closeFuture(), 10_000, what + ": server child closed",
+                        () -> "errors " + errors.exceptions + ", delivered " + delivered);
+            } finally {
+                if (mr != null) {
+                    mr.close(); // before the peer's protection domain
+                }
+            }
+        } finally {
+            if (memory != null) {
+                memory.clean();
+            }
+            rdvServer.close().sync();
+        }
+        assertEquals(readAhead, delivered.get(), what + ": bytes delivered (what was READ before the peer left)");
+        assertEquals(0, wrong.get(), what + ": delivered bytes that are not the peer's");
+        Throwable t = errors.exceptions.peek();
+        assertTrue(t instanceof IOException && String.valueOf(t.getMessage()).contains("left before the message it "
+                + "offered by rendezvous was read"), () -> what + ": the child's failure: " + errors.exceptions);
+        assertCleanEnd(what, null);
+    }
+
+    private static <T> T onLoop(Channel ch, java.util.concurrent.Callable<T> task) {
+        try {
+            return RdmaTestSupport.onLoop(ch, task);
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     /** Bytes a server child writes in one buffer of its allocator, alone in its region: it goes by rendezvous. */
     private static final int EXPOSED = 4 << 20;
 
