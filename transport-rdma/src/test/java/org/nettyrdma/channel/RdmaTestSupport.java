@@ -355,6 +355,18 @@ final class RdmaTestSupport {
         }
     }
 
+    /** As {@link #awaitCondition}, with the condition read on {@code channel}'s event loop (its state is the loop's). */
+    static void awaitOnLoop(String what, Channel channel, Callable<Boolean> condition, long timeoutMillis,
+                            Supplier<String> state) throws InterruptedException {
+        awaitCondition(what, () -> {
+            try {
+                return onLoop(channel, condition);
+            } catch (Exception e) {
+                throw new IllegalStateException(what + ": the condition could not be read on the loop", e);
+            }
+        }, timeoutMillis, state);
+    }
+
     /** Runs {@code task} on {@code channel}'s event loop and returns its result. */
     static <T> T onLoop(Channel channel, Callable<T> task) throws Exception {
         return onLoop(channel.eventLoop(), task);

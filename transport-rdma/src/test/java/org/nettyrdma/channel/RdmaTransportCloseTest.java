@@ -232,15 +232,15 @@ class RdmaTransportCloseTest {
                 client.writeAndFlush(Unpooled.copiedBuffer(s, StandardCharsets.US_ASCII)).sync();
             }
             RdmaSocketChannel ch = child.get(10, TimeUnit.SECONDS);
-            RdmaTestSupport.awaitCondition("both messages at the child", () -> onLoop(ch,
-                    () -> ch.counters().messagesReceived >= 2), 10_000, events::toString);
+            RdmaTestSupport.awaitOnLoop("both messages at the child", ch, () -> ch.counters().messagesReceived >= 2,
+                    10_000, events::toString);
         }
 
         /** Waits until the child has heard that the peer left, then lets it read. */
         void readOnceThePeerLeft() throws Exception {
             RdmaSocketChannel ch = child.get();
-            RdmaTestSupport.awaitCondition("the child hears that the peer left", () -> onLoop(ch, ch::peerGone),
-                    10_000, events::toString);
+            RdmaTestSupport.awaitOnLoop("the child hears that the peer left", ch, ch::peerGone, 10_000,
+                    events::toString);
             ch.config().setAutoRead(true);
         }
 
@@ -249,14 +249,6 @@ class RdmaTransportCloseTest {
             assertTrue(f.await(10_000), "the reply never completed");
             assertFalse(f.isSuccess(), "the reply after the peer left succeeded: it cannot have arrived");
             assertInstanceOf(IOException.class, f.cause(), () -> RdmaTestSupport.describe(f.cause()));
-        }
-
-        private boolean onLoop(Channel ch, java.util.concurrent.Callable<Boolean> task) {
-            try {
-                return RdmaTestSupport.onLoop(ch, task);
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
-            }
         }
 
         @Override

@@ -602,14 +602,15 @@ class RdmaTransportHostilePeerTest {
                         | org.nettyrdma.verbs.Access.REMOTE_READ);
                 peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
                 peer.sendBytes(rndv(0, announced, mr.address(), mr.rkey()), RNDV_LENGTH);
-                RdmaTestSupport.awaitCondition(what + ": the child READs ahead", () -> !rdvChildren.isEmpty()
-                        && onLoop(rdvChildren.get(0), () -> rdvChildren.get(0).counters().rendezvousBytesRead())
-                        >= readAhead, 10_000, () -> "" + peer);
+                RdmaTestSupport.awaitCondition(what + ": the child", () -> !rdvChildren.isEmpty(), 10_000,
+                        () -> "" + peer);
+                RdmaSocketChannel child = rdvChildren.get(0);
+                RdmaTestSupport.awaitOnLoop(what + ": the child READs ahead", child,
+                        () -> child.counters().rendezvousBytesRead() >= readAhead, 10_000, () -> "" + peer);
                 peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
                 peer.id.disconnect();
-                RdmaSocketChannel child = rdvChildren.get(0);
-                RdmaTestSupport.awaitCondition(what + ": the child hears that the peer left",
-                        () -> onLoop(child, child::peerGone), 10_000, errors.exceptions::toString);
+                RdmaTestSupport.awaitOnLoop(what + ": the child hears that the peer left", child, child::peerGone,
+                        10_000, errors.exceptions::toString);
                 child.config().setAutoRead(true);
                 RdmaTestSupport.await(child.closeFuture(), 10_000, what + ": server child closed",
                         () -> "errors " + errors.exceptions + ", delivered " + delivered);
@@ -630,14 +631,6 @@ class RdmaTransportHostilePeerTest {
         assertTrue(t instanceof IOException && String.valueOf(t.getMessage()).contains("left before the message it "
                 + "offered by rendezvous was read"), () -> what + ": the child's failure: " + errors.exceptions);
         assertCleanEnd(what, null);
-    }
-
-    private static <T> T onLoop(Channel ch, java.util.concurrent.Callable<T> task) {
-        try {
-            return RdmaTestSupport.onLoop(ch, task);
-        } catch (Exception e) {
-            throw new IllegalStateException(e);
-        }
     }
 
     /** Bytes a server child writes in one buffer of its allocator, alone in its region: it goes by rendezvous. */
