@@ -931,17 +931,18 @@ final class RdmaConnection {
      * copied whole into staging would succeed at once (settled at post), and a request written from the
      * {@code exceptionCaught} that reports the reset would wait for an answer that never comes. Instead the flushed
      * writes fail, as a socket's after a reset, but the channel does not close here (a write error would): what the
-     * peer sent before it left is still delivered, then the channel closes ({@code afterPeerLeft}). Writes with bytes
-     * in flight stay, and fail at that close: their buffers are not freed under a work request.
+     * peer sent before it left is still delivered, then the channel closes ({@code afterPeerLeft}). With bytes in
+     * flight (sends not completed, a rendezvous without its DONE) the writes cannot fail alone: their buffers may go
+     * only once the QP is gone, so this throws, and the channel closes as a socket's does on a write error after a
+     * reset (what was not read yet is lost with it). Never left waiting: nothing would end the wait.
      */
-    private void failWritesThatCannotArrive(ChannelOutboundBuffer in) {
+    private void failWritesThatCannotArrive(ChannelOutboundBuffer in) throws IOException {
+        String why = is(FAILED) ? "Connection reset by peer: the connection failed before this write was sent"
+                : "Broken pipe: the peer closed the connection and left before this write was sent";
         if (sends != null && sends.unsettledBytes() > 0) {
-            set(SEND_BLOCKED);
-            return;
+            throw new IOException(why + " (bytes of earlier writes in flight: the connection closes)");
         }
-        IOException cause = new IOException(is(FAILED)
-                ? "Connection reset by peer: the connection failed before this write was sent"
-                : "Broken pipe: the peer closed the connection and left before this write was sent");
+        IOException cause = new IOException(why);
         set(REMOVING);
         try {
             while (in.remove(cause)) {

@@ -596,11 +596,18 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         /**
          * The peer is gone. What it sent before is delivered first, as a socket delivers the bytes that arrived before a
          * reset (the read loop comes back here once it has read them): then the FIN closes the channel quietly, or the
-         * reset is reported and the channel closes. A message offered by rendezvous and not yet READ can never be
-         * read (its bytes are in the gone peer's memory): the channel ends with that.
+         * reset is reported and the channel closes. Meanwhile writes fail ({@code RdmaConnection.write}). A message
+         * offered by rendezvous and not yet READ can never be read (its bytes are in the gone peer's memory): the
+         * channel ends with that.
          */
         void afterPeerLeft() {
-            if (!isOpen() || conn.hasPendingData() || conn.finAtHead()) {
+            if (!isOpen()) {
+                return;
+            }
+            if (conn.hasPendingData() || conn.finAtHead()) {
+                // flushed writes (waiting for credits that will not come, or behind bytes in flight) end now, not when
+                // the reads are done: a pipeline that reads only once its write completed would wait for ever
+                flush0();
                 return;
             }
             if (conn.hasPendingReads()) {

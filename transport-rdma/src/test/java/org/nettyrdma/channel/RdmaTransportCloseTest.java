@@ -193,6 +193,33 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * A reset while the child's write waits for credits the peer will never give (its client reads nothing), and the
+     * child reads only once that write completed (AUTO_READ off, turned on by the write's listener): the write
+     * fails at once, and the channel then ends. Left waiting for the reads to be delivered first, it would have waited
+     * for ever: nothing reads, so nothing closes, and the keep-alive stops at a gone peer.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aWriteWaitingForCreditsAtAResetFailsAtOnce() throws Exception {
+        try (UnreadChild child = new UnreadChild(false)) {
+            RdmaSocketChannel ch = child.child.get();
+            CompletableFuture<ChannelFuture> big = new CompletableFuture<>();
+            RdmaTestSupport.onLoop(ch, () -> big.complete(ch.writeAndFlush(ch.alloc().directBuffer(1 << 20)
+                    .writeZero(1 << 20)).addListener(f -> ch.config().setAutoRead(true))));
+            ChannelFuture f = big.get();
+            Thread.sleep(50); // not complete: the client gives no credits
+            assertFalse(f.isDone(), () -> "the 1 MiB write completed though the client reads nothing: " + f);
+            child.client.config().setOption(ChannelOption.SO_LINGER, 0);
+            child.client.close().sync();
+            assertTrue(f.await(10_000), "the write waiting for credits at the reset never completed");
+            assertFalse(f.isSuccess(), "the write waiting for credits at the reset succeeded");
+            assertInstanceOf(IOException.class, f.cause(), () -> RdmaTestSupport.describe(f.cause()));
+            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reset",
+                    child.events::toString);
+        }
+    }
+
+    /**
      * A connection whose server child does not read (AUTO_READ off) while its client writes "one" and "two" (as much as
      * such a child gives credit for beside a FIN: POOLED_INITIAL's 4) and leaves; the child replies at its first read.
      */
@@ -204,6 +231,11 @@ class RdmaTransportCloseTest {
         final Channel client;
 
         UnreadChild() throws Exception {
+            this(true);
+        }
+
+        /** {@code clientReads}: whether the client reads (AUTO_READ), so gives the child credits. */
+        UnreadChild(boolean clientReads) throws Exception {
             server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
                     .childOption(ChannelOption.AUTO_READ, false)
                     .childHandler(new ChannelInitializer<Channel>() {
@@ -226,8 +258,8 @@ class RdmaTransportCloseTest {
                             }, events);
                         }
                     }).bind(RdmaTestSupport.anyPort()).sync().channel();
-            client = RdmaTestSupport.clientBootstrap(clientGroup).handler(new ChannelInboundHandlerAdapter())
-                    .connect(server.localAddress()).sync().channel();
+            client = RdmaTestSupport.clientBootstrap(clientGroup).option(ChannelOption.AUTO_READ, clientReads)
+                    .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
             for (String s : new String[] {"one", "two"}) {
                 client.writeAndFlush(Unpooled.copiedBuffer(s, StandardCharsets.US_ASCII)).sync();
             }
