@@ -931,15 +931,21 @@ final class RdmaConnection {
      * copied whole into staging would succeed at once (settled at post), and a request written from the
      * {@code exceptionCaught} that reports the reset would wait for an answer that never comes. Instead the flushed
      * writes fail, as a socket's after a reset, but the channel does not close here (a write error would): what the
-     * peer sent before it left is still delivered, then the channel closes ({@code afterPeerLeft}). With bytes in
-     * flight (sends not completed, a rendezvous without its DONE) the writes cannot fail alone: their buffers may go
-     * only once the QP is gone, so this throws, and the channel closes as a socket's does on a write error after a
-     * reset (what was not read yet is lost with it). Never left waiting: nothing would end the wait.
+     * peer sent before it left is still delivered, then the channel closes ({@code afterPeerLeft}). Sends in flight
+     * when the peer left are flushed (this side disconnected then: {@code RdmaSocketChannel.disconnectFromGonePeer}),
+     * and their writes fail here too once the flushes are in; until then the writes wait, which they do not for long.
+     * A rendezvous without its DONE, or sends in flight on iWARP (where a send posted after the QP failed and before
+     * this side heard of it never completes), cannot end alone: their buffers may go only once the QP is gone, so this
+     * throws, and the channel closes as a socket's does on a write error after a reset (what was not read yet is lost
+     * with it). Never left waiting on what might not come: nothing would end the wait.
      */
     private void failWritesThatCannotArrive(ChannelOutboundBuffer in) throws IOException {
-        String why = is(FAILED) ? "Connection reset by peer: the connection failed before this write was sent"
-                : "Broken pipe: the peer closed the connection and left before this write was sent";
+        String why = is(FAILED) ? "Connection reset by peer: the connection failed before this write was delivered"
+                : "Broken pipe: the peer closed the connection and left before this write was delivered";
         if (sends != null && sends.unsettledBytes() > 0) {
+            if (is(PEER_GONE) && !sends.isIdle() && !res.iwarp) {
+                return; // the flushes come (onSendCompletion), and this runs again
+            }
             throw new IOException(why + " (bytes of earlier writes in flight: the connection closes)");
         }
         IOException cause = new IOException(why);
@@ -1038,6 +1044,16 @@ final class RdmaConnection {
             return;
         }
         if (status != WcStatus.SUCCESS) {
+            if (status == WcStatus.WR_FLUSH_ERR && is(PEER_GONE) && !is(CLOSING)) {
+                // flushed by this side's disconnect after the peer left: the device is done with these bytes, whether
+                // or not they arrived. Their writes fail once nothing is in flight (failWritesThatCannotArrive), and
+                // the channel stays open for the reads left
+                sends.settle(n);
+                if (sends.isIdle()) {
+                    unsafe.flush0();
+                }
+                return;
+            }
             if (probe && status != WcStatus.WR_FLUSH_ERR) {
                 // the pipeline hears why (a silent channel has no write to fail), then the channel closes
                 unsafe.fail(new IOException("keep-alive probe failed: " + WcStatus.name(status)

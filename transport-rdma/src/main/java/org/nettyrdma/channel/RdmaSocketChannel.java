@@ -578,6 +578,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 destroy();
                 return;
             }
+            boolean heardFirst = !conn.isPeerGone();
             conn.markPeerGone();
             if (conn.isClosing() || !isOpen()) {
                 destroy();
@@ -590,7 +591,37 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             if (!conn.finReceived()) {
                 conn.markFailed(); // a reset: writes fail from now on
             }
+            if (heardFirst) {
+                disconnectFromGonePeer();
+            }
             afterPeerLeft();
+        }
+
+        /**
+         * The peer left and this channel stays open to deliver what it sent: this side disconnects too, now, as RDMA CM
+         * means both sides to. Its QP goes to error, so what is still in flight to the gone peer is flushed
+         * ({@code WR_FLUSH_ERR}: those writes fail, and the channel stays open for its reads) instead of retransmitted
+         * to nobody until {@code RETRY_EXC_ERR} (IB and RoCE leave the QP in RTS at the peer's disconnect request, and
+         * SoftRoCE retries for ever), nothing of this side's stays remotely accessible through it, and on IB/RoCE the
+         * peer's disconnect request is answered at once: the peer's DISCONNECTED, and with it the release of its QP and
+         * memory, does not wait for this pipeline's reads.
+         */
+        private void disconnectFromGonePeer() {
+            try {
+                id.disconnect();
+                return;
+            } catch (VerbsException e) {
+                logger.debug("{}: rdma_disconnect after the peer's disconnect failed", RdmaSocketChannel.this, e);
+                if (conn.resources().iwarp) {
+                    return; // the stream is down already and its QP in error (siw: the SPI flushed it)
+                }
+            }
+            try {
+                conn.resources().qp.moveToError(); // writes in flight wait for their flushes (RdmaConnection.write)
+            } catch (VerbsException e) {
+                fail(new IOException("the peer left, and neither rdma_disconnect nor moving the queue pair to error "
+                        + "worked: the connection ends at once", e));
+            }
         }
 
         /**

@@ -19,6 +19,13 @@ public interface FaultInjector {
      */
     void silenceLink(QueuePair qp);
 
+    /**
+     * The sends posted on {@code qp} stay posted, neither executed nor completed, while the link and the CM work on
+     * (sends the peer's device has not acknowledged yet, as in a long RNR retry): a disconnect still reaches the peer,
+     * and a QP moved to ERROR flushes them.
+     */
+    void stallSends(QueuePair qp);
+
     /** Completions for {@code cq} become visible {@code delayNanos} after the work finished (0 restores). */
     void delayCompletions(CompletionQueue cq, long delayNanos);
 

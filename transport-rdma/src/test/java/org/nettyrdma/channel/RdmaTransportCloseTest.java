@@ -63,12 +63,13 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 @Execution(ExecutionMode.SAME_THREAD)
 class RdmaTransportCloseTest {
     private static final int CONNECTIONS_AFTER_REPLY = 40;
+    private final List<RdmaIoHandler> serverHandlers = new CopyOnWriteArrayList<>();
     private EventLoopGroup serverGroup;
     private EventLoopGroup clientGroup;
 
     @BeforeEach
     void setUp() {
-        serverGroup = RdmaTestSupport.newGroup(1, "close-server");
+        serverGroup = RdmaTestSupport.newGroup(1, "close-server", serverHandlers);
         clientGroup = RdmaTestSupport.newGroup(1, "close-client");
     }
 
@@ -190,6 +191,71 @@ class RdmaTransportCloseTest {
                     () -> "the child's events: " + ev);
             assertEquals("inactive", ev.get(2), () -> "the child's events: " + ev);
             child.assertReplyFailed();
+        }
+    }
+
+    /**
+     * A client that resets a connection whose child has not read yet is released at once: the child answers the
+     * peer's disconnect when it hears it (both sides call rdma_disconnect, as RDMA CM means them to), not when it
+     * closes, which here is only once its pipeline read. Without that, on rxe0 the client's QP and registered memory
+     * stayed until the child read, or until the CM gave up its unanswered disconnect request (about a minute on
+     * RoCE); the emulated fabric reports a disconnect to both sides at once, so there this holds either way.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aPeerThatResetsIsReleasedBeforeTheChildReads() throws Exception {
+        try (UnreadChild child = new UnreadChild()) {
+            child.client.config().setOption(ChannelOption.SO_LINGER, 0);
+            child.client.close().sync();
+            RdmaTestSupport.awaitCondition("the resetting client's QP and memory released while the child has not "
+                    + "read", () -> RdmaIoHandler.counters(clientGroup).queuePairs() == 0
+                            && RdmaIoHandler.counters(clientGroup).registeredBytes() == 0, 10_000,
+                    () -> RdmaIoHandler.counters(clientGroup) + "; the child's events " + child.events);
+            assertTrue(child.events.events.isEmpty(), () -> "the child read before it was let: " + child.events);
+            child.readOnceThePeerLeft();
+            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reads left",
+                    child.events::toString);
+            assertEquals("read:onetwo", child.events.events.get(0), () -> "the child's events: " + child.events);
+        }
+    }
+
+    /**
+     * A write in flight when the peer resets: its SEND is flushed when the child disconnects in turn, and the write
+     * fails then, but the channel stays open: what the peer sent before it left is delivered, then the reset. Before,
+     * the bytes in flight made the child close at once and lose the reads (and on RoCE the SEND was retransmitted to
+     * nobody until RETRY_EXC_ERR). Emulated: the child's sends are stalled first, so that its SEND stays in flight.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aWriteInFlightAtAResetFailsAndWhatArrivedIsStillDelivered() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "holding a SEND in flight needs the emulated fabric's fault injector");
+        try (UnreadChild child = new UnreadChild()) {
+            RdmaSocketChannel ch = child.child.get();
+            CompletableFuture<ChannelFuture> inFlight = new CompletableFuture<>();
+            RdmaTestSupport.onLoop(ch, () -> {
+                serverHandlers.get(0).resources().provider().faults().stallSends(ch.resources().qp);
+                ch.config().setZeroCopyThreshold(0); // registered bytes, sent from where they are: settled only at
+                                                     // the SEND's completion
+                return inFlight.complete(ch.writeAndFlush(ch.alloc().directBuffer(1024).writeZero(1024)));
+            });
+            ChannelFuture f = inFlight.get();
+            Thread.sleep(50);
+            assertFalse(f.isDone(), () -> "the write completed though its send is stalled: " + f);
+            assertTrue(RdmaTestSupport.onLoop(ch, () -> ch.counters().zeroCopyBytes) > 0,
+                    () -> "the write was copied, so it settled at post: " + ch.counters());
+            child.client.config().setOption(ChannelOption.SO_LINGER, 0);
+            child.client.close().sync();
+            assertTrue(f.await(10_000), "the write in flight at the reset never completed");
+            assertFalse(f.isSuccess(), "the write in flight at the reset succeeded");
+            assertInstanceOf(IOException.class, f.cause(), () -> RdmaTestSupport.describe(f.cause()));
+            assertTrue(ch.isOpen(), () -> "the child closed at the failed write, before its reads: " + child.events);
+            child.readOnceThePeerLeft();
+            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reads left",
+                    child.events::toString);
+            List<String> ev = child.events.events;
+            assertEquals("read:onetwo", ev.get(0), () -> "the child's events: " + ev);
+            assertTrue(ev.get(1).startsWith("exception:java.io.IOException: Connection reset by peer"),
+                    () -> "the child's events: " + ev);
         }
     }
 

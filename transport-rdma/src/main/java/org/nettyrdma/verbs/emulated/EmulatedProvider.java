@@ -87,6 +87,11 @@ public final class EmulatedProvider implements VerbsProvider {
         }
 
         @Override
+        public void stallSends(QueuePair qp) {
+            ((EmulatedQueuePair) qp).stallSends();
+        }
+
+        @Override
         public void delayCompletions(CompletionQueue cq, long delayNanos) {
             ((EmulatedCompletionQueue) cq).delayNanos(delayNanos);
         }

@@ -98,6 +98,8 @@ final class EmulatedQueuePair implements QueuePair {
     boolean srqWaiting;
 
     private boolean executing;
+    /** This QP's sends stay posted, unexecuted (see {@code FaultInjector.stallSends}); guarded by the link. */
+    private boolean sendsStalled;
     private boolean rnrWaiting;
     private long rnrDeadline;
     private ScheduledFuture<?> rnrTimer;
@@ -364,7 +366,7 @@ final class EmulatedQueuePair implements QueuePair {
                 flushSend();
                 return;
             }
-            if (link.silent) {
+            if (link.silent || sendsStalled) {
                 return;
             }
             if (link.holding == peer && peer != null) {
@@ -856,6 +858,13 @@ final class EmulatedQueuePair implements QueuePair {
         Link l = link;
         synchronized (l) {
             l.holding = this;
+        }
+    }
+
+    void stallSends() {
+        Link l = link;
+        synchronized (l) {
+            sendsStalled = true;
         }
     }
 
