@@ -1018,10 +1018,17 @@ final class RdmaConnection {
                     + "(a bug of the device's or of this transport's fencing); the connection cannot tell what was sent"));
             return;
         }
+        boolean flushedAfterPeerLeft = status == WcStatus.WR_FLUSH_ERR && is(PEER_GONE) && !is(CLOSING);
         if (read) {
-            settle(n); // (the bytes of unsignalled requests before it)
+            if (!flushedAfterPeerLeft) {
+                settle(n); // (the bytes of unsignalled requests before it)
+            }
             int length = reads.oldestReadLength();
             IOException failed = reads.readCompleted(status);
+            if (flushedAfterPeerLeft) {
+                settleFlushed(n);
+                return;
+            }
             if (failed != null) {
                 if (status != WcStatus.WR_FLUSH_ERR || !is(CLOSING | PEER_GONE | FAILED)) {
                     unsafe.fail(failed);
@@ -1044,14 +1051,8 @@ final class RdmaConnection {
             return;
         }
         if (status != WcStatus.SUCCESS) {
-            if (status == WcStatus.WR_FLUSH_ERR && is(PEER_GONE) && !is(CLOSING)) {
-                // flushed by this side's disconnect after the peer left: the device is done with these bytes, whether
-                // or not they arrived. Their writes fail once nothing is in flight (failWritesThatCannotArrive), and
-                // the channel stays open for the reads left
-                sends.settle(n);
-                if (sends.isIdle()) {
-                    unsafe.flush0();
-                }
+            if (flushedAfterPeerLeft) {
+                settleFlushed(n);
                 return;
             }
             if (probe && status != WcStatus.WR_FLUSH_ERR) {
@@ -1077,6 +1078,23 @@ final class RdmaConnection {
             return;
         }
         settle(n);
+        touch();
+    }
+
+    /**
+     * {@code n} bytes of sends flushed after the peer left (this side disconnected in turn: the QP is in error): the
+     * device is done with them, whether or not they arrived. Their writes fail once nothing is in flight any more
+     * ({@link #failWritesThatCannotArrive}), the channel staying open for the reads left; the batch end then reads on,
+     * or lets a requested close go on.
+     */
+    private void settleFlushed(long n) {
+        if (n > 0 && unsafe.outboundBuffer() == null && linger != null) {
+            linger.remove(n); // the output was shut down: bytes its end took along
+        }
+        sends.settle(n);
+        if (sends.isIdle()) {
+            unsafe.flush0();
+        }
         touch();
     }
 
