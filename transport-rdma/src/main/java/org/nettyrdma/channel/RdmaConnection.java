@@ -933,7 +933,8 @@ final class RdmaConnection {
      * writes fail, as a socket's after a reset, but the channel does not close here (a write error would): what the
      * peer sent before it left is still delivered, then the channel closes ({@code afterPeerLeft}). Sends in flight
      * when the peer left are flushed (this side disconnected then: {@code RdmaSocketChannel.disconnectFromGonePeer}),
-     * and their writes fail here too once the flushes are in; until then the writes wait, which they do not for long.
+     * and their writes fail here too once the flushes are in (they come at once: the QP is in error); until then the
+     * writes wait.
      * A rendezvous without its DONE, or sends in flight on iWARP (where a send posted after the QP failed and before
      * this side heard of it never completes), cannot end alone: their buffers may go only once the QP is gone, so this
      * throws, and the channel closes as a socket's does on a write error after a reset (what was not read yet is lost

@@ -162,9 +162,7 @@ class RdmaTransportCloseTest {
     void aWriteAfterThePeerLeftFailsAndWhatItSentIsStillDelivered() throws Exception {
         try (UnreadChild child = new UnreadChild()) {
             child.client.close().sync();
-            child.readOnceThePeerLeft();
-            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reads left",
-                    child.events::toString);
+            child.readToTheEnd();
             assertEquals(List.of("read:onetwo", "inactive"), child.events.events, "the child's events");
             child.assertReplyFailed();
         }
@@ -179,11 +177,8 @@ class RdmaTransportCloseTest {
     @Timeout(value = 30, unit = TimeUnit.SECONDS)
     void whatArrivedBeforeAResetIsDeliveredThenTheReset() throws Exception {
         try (UnreadChild child = new UnreadChild()) {
-            child.client.config().setOption(ChannelOption.SO_LINGER, 0);
-            child.client.close().sync();
-            child.readOnceThePeerLeft();
-            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reads left",
-                    child.events::toString);
+            child.resetClient();
+            child.readToTheEnd();
             List<String> ev = child.events.events;
             assertEquals(3, ev.size(), () -> "the child's events (expected the reads, the reset, inactive): " + ev);
             assertEquals("read:onetwo", ev.get(0), () -> "the child's events: " + ev);
@@ -205,16 +200,13 @@ class RdmaTransportCloseTest {
     @Timeout(value = 30, unit = TimeUnit.SECONDS)
     void aPeerThatResetsIsReleasedBeforeTheChildReads() throws Exception {
         try (UnreadChild child = new UnreadChild()) {
-            child.client.config().setOption(ChannelOption.SO_LINGER, 0);
-            child.client.close().sync();
+            child.resetClient();
             RdmaTestSupport.awaitCondition("the resetting client's QP and memory released while the child has not "
                     + "read", () -> RdmaIoHandler.counters(clientGroup).queuePairs() == 0
                             && RdmaIoHandler.counters(clientGroup).registeredBytes() == 0, 10_000,
                     () -> RdmaIoHandler.counters(clientGroup) + "; the child's events " + child.events);
             assertTrue(child.events.events.isEmpty(), () -> "the child read before it was let: " + child.events);
-            child.readOnceThePeerLeft();
-            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reads left",
-                    child.events::toString);
+            child.readToTheEnd();
             assertEquals("read:onetwo", child.events.events.get(0), () -> "the child's events: " + child.events);
         }
     }
@@ -243,15 +235,12 @@ class RdmaTransportCloseTest {
             assertFalse(f.isDone(), () -> "the write completed though its send is stalled: " + f);
             assertTrue(RdmaTestSupport.onLoop(ch, () -> ch.counters().zeroCopyBytes) > 0,
                     () -> "the write was copied, so it settled at post: " + ch.counters());
-            child.client.config().setOption(ChannelOption.SO_LINGER, 0);
-            child.client.close().sync();
+            child.resetClient();
             assertTrue(f.await(10_000), "the write in flight at the reset never completed");
             assertFalse(f.isSuccess(), "the write in flight at the reset succeeded");
             assertInstanceOf(IOException.class, f.cause(), () -> RdmaTestSupport.describe(f.cause()));
             assertTrue(ch.isOpen(), () -> "the child closed at the failed write, before its reads: " + child.events);
-            child.readOnceThePeerLeft();
-            RdmaTestSupport.await(child.events.inactive, 10_000, "channelInactive after the reads left",
-                    child.events::toString);
+            child.readToTheEnd();
             List<String> ev = child.events.events;
             assertEquals("read:onetwo", ev.get(0), () -> "the child's events: " + ev);
             assertTrue(ev.get(1).startsWith("exception:java.io.IOException: Connection reset by peer"),
@@ -276,8 +265,7 @@ class RdmaTransportCloseTest {
             ChannelFuture f = big.get();
             Thread.sleep(50); // not complete: the client gives no credits
             assertFalse(f.isDone(), () -> "the 1 MiB write completed though the client reads nothing: " + f);
-            child.client.config().setOption(ChannelOption.SO_LINGER, 0);
-            child.client.close().sync();
+            child.resetClient();
             assertTrue(f.await(10_000), "the write waiting for credits at the reset never completed");
             assertFalse(f.isSuccess(), "the write waiting for credits at the reset succeeded");
             assertInstanceOf(IOException.class, f.cause(), () -> RdmaTestSupport.describe(f.cause()));
@@ -342,12 +330,19 @@ class RdmaTransportCloseTest {
                     10_000, events::toString);
         }
 
-        /** Waits until the child has heard that the peer left, then lets it read. */
-        void readOnceThePeerLeft() throws Exception {
+        /** The client leaves abortively (SO_LINGER 0): the child sees a reset. */
+        void resetClient() throws InterruptedException {
+            client.config().setOption(ChannelOption.SO_LINGER, 0);
+            client.close().sync();
+        }
+
+        /** Waits until the child has heard that the peer left, then lets it read, until its channelInactive. */
+        void readToTheEnd() throws Exception {
             RdmaSocketChannel ch = child.get();
             RdmaTestSupport.awaitOnLoop("the child hears that the peer left", ch, ch::peerGone, 10_000,
                     events::toString);
             ch.config().setAutoRead(true);
+            RdmaTestSupport.await(events.inactive, 10_000, "channelInactive after the reads left", events::toString);
         }
 
         void assertReplyFailed() throws Exception {
