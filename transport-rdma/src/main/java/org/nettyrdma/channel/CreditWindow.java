@@ -4,10 +4,11 @@ package org.nettyrdma.channel;
  * The credits of one connection, both ways (docs/protocol.md, "Credits"): what this side may send into the peer's
  * receives, and what it owes the peer for receives it posted again. Event loop only.
  *
- * <p>Rules kept here: DATA and FIN need two credits (the last is kept for a CREDIT message); every header carries
- * what is owed, at most {@value RdmaProtocol#MAX_CREDITS_PER_HEADER}; a CREDIT message goes out when owed data
- * credits reach a quarter of the window, or when the peer may be out of credits and data credits, or at least two
- * control credits, are owed; and a peer never grants more credits than the limit it announced.
+ * <p>Rules kept here: DATA and FIN need two credits (the last is kept for a CREDIT message; only a FIN after
+ * {@code close()} may take it, {@code RdmaConnection#sendFin}); every header carries what is owed, at most
+ * {@value RdmaProtocol#MAX_CREDITS_PER_HEADER}; a CREDIT message goes out when owed data credits reach a quarter of the
+ * window, or when the peer may be out of credits and data credits, or at least two control credits, are owed; and a
+ * peer never grants more credits than the limit it announced.
  *
  * <p>Pooled credits (docs/srq-design.md, section 2): the receive side has a <em>target</em> {@code T}, the receives
  * it means the peer to hold, between {@value #FLOOR} and its announced limit. Credits owed beyond it are

@@ -991,13 +991,20 @@ final class RdmaConnection {
         }
     }
 
-    /** FIN after everything posted; it waits for a credit beyond the one kept for credit messages. */
+    /**
+     * FIN after everything posted. After {@code shutdownOutput()} it waits for a credit beyond the one kept for CREDIT
+     * messages, as DATA does: this side reads on and must be able to return credits. After {@code close()} it may take
+     * that last credit: this side reads nothing more and sends nothing after its FIN (it disconnects once its sends
+     * completed), so it has no CREDIT message left to send. Otherwise a peer that does not read would hold the FIN of a
+     * closer that used all but one of its credits until the close time-out turned the close abortive.
+     */
     void sendFin() {
         if (is(FIN_SENT | DESTROYED | PEER_GONE) || sends == null) {
             return;
         }
         boolean lingerPosted = linger == null || linger.bytes() == sends.unsettledBytes();
-        if (is(SEND_OPEN) && credits.canSendData() && sends.hasRoom() && lingerPosted) {
+        boolean credit = is(CLOSING) ? credits.canSendControl() : credits.canSendData();
+        if (is(SEND_OPEN) && credit && sends.hasRoom() && lingerPosted) {
             clear(FIN_PENDING);
             set(FIN_SENT);
             postControl(RdmaProtocol.TYPE_FIN);

@@ -169,6 +169,28 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * An orderly close of a client that used all but one of the credits a child that does not read gave it (a third
+     * message beside "one" and "two": POOLED_INITIAL is 4): its FIN takes the last credit, which DATA leaves for CREDIT
+     * messages, since after close() nothing follows the FIN. The child reads the three messages, then a quiet end, as
+     * over TCP. Before, the FIN waited for a credit the child gave only by reading, until the close time-out (10 s)
+     * made the close abortive: the child saw a reset.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void anOrderlyCloseReachesAChildThatDoesNotRead() throws Exception {
+        try (UnreadChild child = new UnreadChild()) {
+            child.client.writeAndFlush(Unpooled.copiedBuffer("three", StandardCharsets.US_ASCII)).sync();
+            child.client.close().sync();
+            RdmaSocketChannel ch = child.child.get();
+            RdmaTestSupport.awaitOnLoop("the client's FIN and disconnect at the child, well within the close time-out",
+                    ch, ch::peerGone, 5_000, child.events::toString);
+            child.readToTheEnd();
+            assertEquals(List.of("read:onetwothree", "inactive"), child.events.events, "the child's events");
+            child.assertReplyFailed();
+        }
+    }
+
+    /**
      * The peer wrote and reset the connection (SO_LINGER 0) while this side had not read its data yet: as a socket
      * delivers the bytes that arrived before a reset, the channel delivers them, then reports the reset and closes; a
      * write meanwhile fails. Before, the reset was reported at once and what had arrived was dropped.
@@ -275,8 +297,9 @@ class RdmaTransportCloseTest {
     }
 
     /**
-     * A connection whose server child does not read (AUTO_READ off) while its client writes "one" and "two" (as much as
-     * such a child gives credit for beside a FIN: POOLED_INITIAL's 4) and leaves; the child replies at its first read.
+     * A connection whose server child does not read (AUTO_READ off) while its client writes "one" and "two" (such a
+     * child gives credit for POOLED_INITIAL's 4 messages: these, and a FIN or a reset leave room beside them for a
+     * CREDIT message) and leaves; the child replies at its first read.
      */
     private final class UnreadChild implements AutoCloseable {
         final EventRecorder events = new EventRecorder();
