@@ -195,7 +195,10 @@ final class CreditWindow {
         return null;
     }
 
-    /** Whether a DATA or FIN message may be sent: it needs a credit beyond the one kept for CREDIT messages. */
+    /**
+     * Whether a DATA message, or the FIN of a {@code shutdownOutput()}, may be sent: it needs a credit beyond the one
+     * kept for CREDIT messages.
+     */
     boolean canSendData() {
         return sendCredits >= 2;
     }
@@ -205,7 +208,7 @@ final class CreditWindow {
         return sendCredits >= n + 1;
     }
 
-    /** Whether a CREDIT message may be sent. */
+    /** Whether a CREDIT message, or the FIN of a {@code close()}, may be sent. */
     boolean canSendControl() {
         return sendCredits >= 1;
     }

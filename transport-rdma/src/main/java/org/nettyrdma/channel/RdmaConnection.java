@@ -994,9 +994,11 @@ final class RdmaConnection {
     /**
      * FIN after everything posted. After {@code shutdownOutput()} it waits for a credit beyond the one kept for CREDIT
      * messages, as DATA does: this side reads on and must be able to return credits. After {@code close()} it may take
-     * that last credit: this side reads nothing more and sends nothing after its FIN (it disconnects once its sends
-     * completed), so it has no CREDIT message left to send. Otherwise a peer that does not read would hold the FIN of a
-     * closer that used all but one of its credits until the close time-out turned the close abortive.
+     * that last credit: nothing this side posts after it needs a credit it does not hold (a CREDIT message goes only
+     * with a credit in hand; DONEs and the fence's READ take none), and the credits it then cannot return for messages
+     * it drops do not matter: its disconnect waits only for work already posted, and ends whatever the peer still waits
+     * for. Otherwise a peer that does not read would hold the FIN of a closer that used all but one of its credits
+     * until the close time-out turned the close abortive.
      */
     void sendFin() {
         if (is(FIN_SENT | DESTROYED | PEER_GONE) || sends == null) {

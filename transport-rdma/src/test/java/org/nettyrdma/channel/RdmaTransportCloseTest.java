@@ -298,8 +298,8 @@ class RdmaTransportCloseTest {
 
     /**
      * A connection whose server child does not read (AUTO_READ off) while its client writes "one" and "two" (such a
-     * child gives credit for POOLED_INITIAL's 4 messages: these two leave room for a third beside the credit DATA keeps
-     * for a CREDIT message) and leaves; the child replies at its first read.
+     * child gives credit for POOLED_INITIAL's 4 messages, and returns the one the client's greeting took: these two
+     * leave room for a third beside the credit DATA keeps for a CREDIT message) and leaves; the child replies at its first read.
      */
     private final class UnreadChild implements AutoCloseable {
         final EventRecorder events = new EventRecorder();
