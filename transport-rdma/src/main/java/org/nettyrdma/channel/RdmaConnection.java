@@ -698,7 +698,13 @@ final class RdmaConnection {
         }
     }
 
-    void discardPendingReads() {
+    /**
+     * Drops the messages not read yet ({@code shutdownInput()}, an orderly {@code close()}); their credits are owed
+     * back. At a {@code close()} ({@code closing}) they are not returned here: the close has not said yet that its FIN
+     * goes next, and a CREDIT message could take the last credit that FIN may need ({@link #finIsNext}); the FIN's
+     * header carries them, or the batch end returns them while a credit beyond the FIN's is left.
+     */
+    void discardPendingReads(boolean closing) {
         try {
             recv.discardPending();
         } catch (VerbsException e) {
@@ -706,7 +712,9 @@ final class RdmaConnection {
             return;
         }
         credits.oweData(recv.takeReposted());
-        maybeReturnCredits();
+        if (!closing) {
+            maybeReturnCredits();
+        }
         pullRendezvous(); // the DONEs the discard owes: the peer's writes complete, its buffers go
     }
 
@@ -810,6 +818,9 @@ final class RdmaConnection {
      * pooled credits the window may grow first.
      */
     void maybeReturnCredits() {
+        if (finIsNext() && !credits.canSendData()) {
+            return; // the close's FIN takes the last credit (sendFin), and its header carries what is owed
+        }
         if (!mayPostCredits()) {
             maybePoke();
             return;
@@ -840,6 +851,18 @@ final class RdmaConnection {
                 is(SEND_BLOCKED | FIN_PENDING)) && sends.hasRoom()) {
             postControl(RdmaProtocol.TYPE_CREDIT);
         }
+    }
+
+    /**
+     * An orderly close is under way (waiting for its sends in flight, or closing) and its FIN goes next: the bytes it
+     * took along are all posted. The last credit is the FIN's then: spent on a CREDIT message, it would leave the FIN
+     * waiting for a credit that a peer that does not read returns only alone, which a connecting side never does, until
+     * the close time-out made the close abortive. While bytes taken along still wait for credits, CREDIT messages go
+     * on: the peer may read only once its own writes move.
+     */
+    private boolean finIsNext() {
+        return is(CLOSE_REQUESTED | CLOSING) && !is(FIN_SENT)
+                && (linger == null || linger.bytes() == sends.unsettledBytes());
     }
 
     /** Whether a CREDIT message may go out: the send side is open, the peer still there and still sending. */
@@ -1170,6 +1193,7 @@ final class RdmaConnection {
     void closeGracefully() {
         set(CLOSING);
         endOutput();
+        maybeReturnCredits(); // those of the reads the close dropped, unless the FIN carried them or needs the credit
         if (closeTimeout != null) {
             closeTimeout.cancel(false); // the wait for the sends in flight is over; a new time-out for the rest
         }

@@ -222,7 +222,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         } else {
             inputShutdown = true;
             if (conn != null) {
-                conn.discardPendingReads();
+                conn.discardPendingReads(false);
             }
             promise.setSuccess();
         }
@@ -764,8 +764,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 return;
             }
             if (isOpen() && isActive() && conn != null && conn.canCloseGracefully() && config.getSoLinger() != 0) {
-                // nothing more is read: what arrived is dropped and its credits go back, so the peer is not stalled
-                conn.discardPendingReads();
+                // nothing more is read: what arrived is dropped and its credits are owed back (the FIN carries them)
+                conn.discardPendingReads(true);
                 if (conn.deferCloseWhileSending()) {
                     // sends in flight still read the writes' buffers: their completions settle those writes (the
                     // futures succeed, the buffers are released), then the close goes on (RdmaConnection)

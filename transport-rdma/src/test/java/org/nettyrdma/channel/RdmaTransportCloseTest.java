@@ -191,6 +191,64 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * An orderly close of a client at its last credit that has not read what the child sent (both sides with AUTO_READ
+     * off, receives of their own: 16 credits, a CREDIT message due at 4 owed): dropping those messages owes the child
+     * their credits, and a CREDIT message returning them used to take the last credit, so that the FIN waited for one
+     * the child, reading nothing, never returned, until the close time-out made the close abortive (the child saw a
+     * reset after its reads). Now the FIN takes that credit and carries what is owed.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void anOrderlyCloseAtTheLastCreditWithUnreadMessagesReachesAChildThatDoesNotRead() throws Exception {
+        EventLoopGroup ownServerGroup = RdmaTestSupport.newGroup(1, "close-own-server", null,
+                RdmaTestSupport.ownReceivesConfig());
+        EventLoopGroup ownClientGroup = RdmaTestSupport.newGroup(1, "close-own-client", null,
+                RdmaTestSupport.ownReceivesConfig());
+        try {
+            EventRecorder events = new EventRecorder();
+            CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
+            Channel server = RdmaTestSupport.serverBootstrap(ownServerGroup, ownServerGroup)
+                    .childOption(ChannelOption.AUTO_READ, false)
+                    .childOption(RdmaChannelOption.WRITE_RING, false).childOption(RdmaChannelOption.RENDEZVOUS, false)
+                    .childHandler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            child.complete((RdmaSocketChannel) ch);
+                            ch.pipeline().addLast(events);
+                        }
+                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(ownClientGroup)
+                    .option(ChannelOption.AUTO_READ, false)
+                    .option(RdmaChannelOption.WRITE_RING, false).option(RdmaChannelOption.RENDEZVOUS, false)
+                    .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync().channel();
+            RdmaSocketChannel ch = child.get(10, TimeUnit.SECONDS);
+            for (int i = 0; i < 6; i++) {
+                ch.writeAndFlush(Unpooled.copiedBuffer("x", StandardCharsets.US_ASCII)).sync();
+            }
+            RdmaTestSupport.awaitOnLoop("the child's six messages at the client", client,
+                    () -> client.counters().messagesReceived >= 6, 10_000, events::toString);
+            StringBuilder written = new StringBuilder();
+            while (RdmaTestSupport.onLoop(client, () -> RdmaTestSupport.credits(client).sendCredits()) >= 2) {
+                client.writeAndFlush(Unpooled.copiedBuffer("c", StandardCharsets.US_ASCII)).sync();
+                written.append('c');
+            }
+            client.close().sync();
+            RdmaTestSupport.awaitOnLoop("the client's FIN and disconnect at the child, well within the close time-out",
+                    ch, ch::peerGone, 5_000, events::toString);
+            ch.config().setAutoRead(true);
+            RdmaTestSupport.await(events.inactive, 10_000, "channelInactive after the reads", events::toString);
+            assertTrue(events.exceptions.isEmpty(), () -> "the child saw an error, not the end: " + events);
+            List<String> ev = events.events;
+            assertEquals("inactive", ev.get(ev.size() - 1), () -> "the child's events: " + events);
+            assertEquals(written.toString(), String.join("", ev.subList(0, ev.size() - 1)).replace("read:", ""),
+                    () -> "the child's reads: " + events);
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(ownClientGroup, ownServerGroup);
+        }
+    }
+
+    /**
      * The peer wrote and reset the connection (SO_LINGER 0) while this side had not read its data yet: as a socket
      * delivers the bytes that arrived before a reset, the channel delivers them, then reports the reset and closes; a
      * write meanwhile fails. Before, the reset was reported at once and what had arrived was dropped.
