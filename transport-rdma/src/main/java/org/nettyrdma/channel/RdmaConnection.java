@@ -702,7 +702,8 @@ final class RdmaConnection {
      * Drops the messages not read yet ({@code shutdownInput()}, an orderly {@code close()}); their credits are owed
      * back. At a {@code close()} ({@code closing}) they are not returned here: the close has not said yet that its FIN
      * goes next, and a CREDIT message could take the last credit that FIN may need ({@link #finIsNext}); the FIN's
-     * header carries them, or the batch end returns them while a credit beyond the FIN's is left.
+     * header carries them, or {@code closeGracefully} returns them while a credit beyond the FIN's is left (a close
+     * deferred for sends in flight returns them at once, {@code RdmaSocketChannel}'s close).
      */
     void discardPendingReads(boolean closing) {
         try {
@@ -854,15 +855,15 @@ final class RdmaConnection {
     }
 
     /**
-     * An orderly close is under way (waiting for its sends in flight, or closing) and its FIN goes next: the bytes it
-     * took along are all posted. The last credit is the FIN's then: spent on a CREDIT message, it would leave the FIN
-     * waiting for a credit that a peer that does not read returns only alone, which a connecting side never does, until
-     * the close time-out made the close abortive. While bytes taken along still wait for credits, CREDIT messages go
-     * on: the peer may read only once its own writes move.
+     * The channel closed in order and its FIN goes next: the bytes its close took along are all posted. The last credit
+     * is the FIN's then: spent on a CREDIT message, it would leave the FIN waiting for a credit that a peer that does
+     * not read returns only alone, which a connecting side never does, until the close time-out made the close
+     * abortive. While bytes taken along still wait for credits, CREDIT messages go on: the peer may read only once its
+     * own writes move. So do they while the close waits for sends in flight (CLOSE_REQUESTED): a rendezvous of this
+     * side's ends only with the peer's DONE, which may wait for the peer's pipeline, which may wait for its own writes.
      */
     private boolean finIsNext() {
-        return is(CLOSE_REQUESTED | CLOSING) && !is(FIN_SENT)
-                && (linger == null || linger.bytes() == sends.unsettledBytes());
+        return is(CLOSING) && !is(FIN_SENT) && (linger == null || linger.bytes() == sends.unsettledBytes());
     }
 
     /** Whether a CREDIT message may go out: the send side is open, the peer still there and still sending. */

@@ -767,6 +767,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 // nothing more is read: what arrived is dropped and its credits are owed back (the FIN carries them)
                 conn.discardPendingReads(true);
                 if (conn.deferCloseWhileSending()) {
+                    conn.maybeReturnCredits(); // the FIN is not next yet: the peer may need them to read on
                     // sends in flight still read the writes' buffers: their completions settle those writes (the
                     // futures succeed, the buffers are released), then the close goes on (RdmaConnection)
                     closeFuture().addListener(f -> promise.trySuccess());
