@@ -863,7 +863,12 @@ final class RdmaConnection {
      * side's ends only with the peer's DONE, which may wait for the peer's pipeline, which may wait for its own writes.
      */
     private boolean finIsNext() {
-        return is(CLOSING) && !is(FIN_SENT) && (linger == null || linger.bytes() == sends.unsettledBytes());
+        return is(CLOSING) && !is(FIN_SENT) && lingerPosted();
+    }
+
+    /** Whether the bytes the end of output took along ({@link CloseLinger}), if any, are all posted. */
+    private boolean lingerPosted() {
+        return linger == null || linger.bytes() == sends.unsettledBytes();
     }
 
     /** Whether a CREDIT message may go out: the send side is open, the peer still there and still sending. */
@@ -1028,9 +1033,8 @@ final class RdmaConnection {
         if (is(FIN_SENT | DESTROYED | PEER_GONE) || sends == null) {
             return;
         }
-        boolean lingerPosted = linger == null || linger.bytes() == sends.unsettledBytes();
         boolean credit = is(CLOSING) ? credits.canSendControl() : credits.canSendData();
-        if (is(SEND_OPEN) && credit && sends.hasRoom() && lingerPosted) {
+        if (is(SEND_OPEN) && credit && sends.hasRoom() && lingerPosted()) {
             clear(FIN_PENDING);
             set(FIN_SENT);
             postControl(RdmaProtocol.TYPE_FIN);
@@ -1180,7 +1184,7 @@ final class RdmaConnection {
 
     /** Posts what the end of output took along ({@link #takeFlushed}) as far as credits allow. */
     private void postLingering() {
-        if (linger == null || !is(SEND_OPEN) || linger.bytes() == sends.unsettledBytes()) {
+        if (!is(SEND_OPEN) || lingerPosted()) {
             return;
         }
         try {
