@@ -86,7 +86,11 @@ class RdmaTransportManyConnectionsTest {
         int serverBase = RdmaTestSupport.registeredChannels(serverGroup);
         assertEquals(1, serverBase, "registrations of the server loop with only the listener");
         long expectedBytes = 0;
-        int retried = 0; // connects retried after the local port was in use (iWARP); each may leave one reset child
+        // connects retried after the local port was in use (iWARP), or after the reset isResetBeforeAnyMessage
+        // describes; each may leave one reset child
+        int retried = 0;
+        int unexplainedResets = 0;
+        long lostBytesSent = 0; // posted by a client whose connection was reset before they arrived
         for (int round = 0; round < ROUNDS; round++) {
             int retriedBefore = retried;
             children.clear();
@@ -94,10 +98,8 @@ class RdmaTransportManyConnectionsTest {
             List<ChannelFuture> connects = new ArrayList<>();
             long roundBytes = 0;
             for (int i = 0; i < connections; i++) {
-                int len = 2048 + (i * 37 + round * 101) % 4096;
-                long offset = i * 7919L + round * 104_729L;
-                roundBytes += len;
-                StreamReader reader = new EchoClient(len, pattern, offset);
+                EchoClient reader = echoClient(i, round, pattern);
+                roundBytes += reader.len;
                 readers.add(reader);
                 connects.add(RdmaTestSupport.clientBootstrap(clientGroup).handler(reader)
                         .connect(server.localAddress()));
@@ -115,8 +117,7 @@ class RdmaTransportManyConnectionsTest {
                 if (!f.isSuccess() && RdmaTestSupport.isLocalPortInUse(f.cause())) {
                     // iWARP: the TCP port RDMA CM picked is held by a socket of an earlier round (TIME_WAIT); the
                     // remedy the failure names is to connect again
-                    StreamReader again = new EchoClient(2048 + (i * 37 + round * 101) % 4096, pattern,
-                            i * 7919L + round * 104_729L);
+                    StreamReader again = echoClient(i, round, pattern);
                     readers.set(i, again);
                     retried++;
                     f = RdmaTestSupport.clientBootstrap(clientGroup).handler(again).connect(server.localAddress())
@@ -129,8 +130,30 @@ class RdmaTransportManyConnectionsTest {
                 }
             }
             for (int i = 0; i < connections; i++) {
-                RdmaTestSupport.await(readers.get(i).done, 30_000, "round " + round + ": echo of connection #" + i,
-                        state);
+                String what = "round " + round + ": echo of connection #" + i;
+                try {
+                    RdmaTestSupport.await(readers.get(i).done, 30_000, what, state);
+                } catch (AssertionError e) {
+                    EchoClient reset = (EchoClient) readers.get(i);
+                    if (unexplainedResets > 0 || !isResetBeforeAnyMessage(reset, children)) {
+                        throw e;
+                    }
+                    // soft-iWARP, not explained (docs/testing.md, "Known failures of the devices"): tolerated once
+                    unexplainedResets++;
+                    System.out.println("[RdmaTransportManyConnectionsTest] " + what + ": reset before any message "
+                            + "arrived at either end (iWARP; tolerated once, connected again): " + ends(reset, children));
+                    lostBytesSent += ((RdmaSocketChannel) reset.channel).counters().bytesSent();
+                    EchoClient again = echoClient(i, round, pattern);
+                    readers.set(i, again);
+                    retried++;
+                    ChannelFuture f = RdmaTestSupport.clientBootstrap(clientGroup).handler(again)
+                            .connect(server.localAddress()).await();
+                    if (!f.isSuccess()) {
+                        throw new AssertionError(what + ": connecting again failed; " + state.get(), f.cause());
+                    }
+                    connects.set(i, f);
+                    RdmaTestSupport.await(again.done, 30_000, what + " (connected again)", state);
+                }
             }
             int retriedNow = retried - retriedBefore;
             assertTrue(children.size() >= connections && children.size() <= connections + retriedNow,
@@ -187,14 +210,40 @@ class RdmaTransportManyConnectionsTest {
                 clientSent += h.counters().bytesSent();
                 clientReceived += h.counters().bytesReceived();
             }
-            assertEquals(expectedBytes, clientSent, "client handler bytesSent");
+            assertEquals(expectedBytes + lostBytesSent, clientSent, "client handler bytesSent");
             assertEquals(expectedBytes, clientReceived, "client handler bytesReceived");
             assertEquals(expectedBytes, sent, "server handler bytesSent");
             assertEquals(expectedBytes, received, "server handler bytesReceived");
         } else {
-            assertEquals(2 * expectedBytes, sent, "shared handler bytesSent (both ways)");
+            assertEquals(2 * expectedBytes + lostBytesSent, sent, "shared handler bytesSent (both ways)");
             assertEquals(2 * expectedBytes, received, "shared handler bytesReceived (both ways)");
         }
+    }
+
+    /** Connection {@code i}'s client in {@code round}: its length and where in the pattern its bytes start. */
+    private static EchoClient echoClient(int i, int round, Pattern pattern) {
+        return new EchoClient(2048 + (i * 37 + round * 101) % 4096, pattern, i * 7919L + round * 104_729L);
+    }
+
+    /**
+     * The failure of soft-iWARP's seen twice in CI on siw0 (docs/testing.md, "Known failures of the devices"): a
+     * connection established at both ends, reset on both before a single message arrived at either. Only on iWARP,
+     * with the client's "Connection reset by peer" and both ends' counters showing no message received.
+     */
+    private static boolean isResetBeforeAnyMessage(EchoClient client, List<Channel> children) throws Exception {
+        RdmaSocketChannel c = (RdmaSocketChannel) client.channel;
+        if (c == null || !c.closeFuture().await(5, TimeUnit.SECONDS) || c.counters().messagesReceived() != 0
+                || !String.valueOf(client.exceptions.peek()).contains("Connection reset by peer")
+                || !RdmaTestSupport.onLoop(c, () -> c.resources() != null && c.resources().iwarp)) {
+            return false;
+        }
+        for (Channel child : children) {
+            if (c.localAddress() != null && c.localAddress().equals(child.remoteAddress())) {
+                return child.closeFuture().await(5, TimeUnit.SECONDS)
+                        && ((RdmaSocketChannel) child).counters().messagesReceived() == 0;
+            }
+        }
+        return false;
     }
 
     private static String first(Queue<Throwable> q) {
@@ -241,7 +290,7 @@ class RdmaTransportManyConnectionsTest {
 
     /** Writes its bytes when active and checks the echo. */
     static final class EchoClient extends StreamReader {
-        private final int len;
+        final int len;
         private final long offset;
         volatile Channel channel;
 
