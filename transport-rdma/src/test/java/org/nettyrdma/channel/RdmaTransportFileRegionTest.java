@@ -11,6 +11,8 @@ import io.netty.channel.ChannelOption;
 import io.netty.channel.DefaultFileRegion;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.FileRegion;
+import io.netty.channel.socket.ChannelOutputShutdownException;
+import io.netty.channel.socket.DuplexChannel;
 import io.netty.util.AbstractReferenceCounted;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -251,6 +253,46 @@ class RdmaTransportFileRegionTest {
                 () -> collector.bytes.size() + " bytes received");
         assertTrue(got.length <= left, "bytes received: " + got.length);
         assertArrayEquals(Arrays.copyOf(content, got.length), got, "what arrived is the stream's start");
+        assertEquals(0, region.refCnt(), "the failed region is released");
+        server.close().sync();
+    }
+
+    /**
+     * {@code shutdownOutput()} right behind a region's write, whose file was truncated under the part not posted yet:
+     * the shutdown takes that part along by reading it from the file (as a socket's send buffer holds it,
+     * {@code CloseLinger}), the read fails, and the write fails as epoll's fails a write not yet in the socket at a
+     * shutdown ({@code ChannelOutputShutdownException}); the peer gets the stream's start and its end, the region is
+     * released, and the channel closes once the peer has closed too.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aRegionWhoseFileWasTruncatedBeforeShutdownOutputTookItAlongFailsItsWrite() throws Exception {
+        Collector collector = new Collector();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        Channel server = server(collector, errors);
+        Channel client = client(server);
+        client.config().setOption(ChannelOption.SO_SNDBUF, 2 * FILE_BYTES); // the shutdown takes the whole region
+        DefaultFileRegion region = fileRegion(0, FILE_BYTES);
+        int left = (1 << 20) + 7; // beyond what one credit window carries: read after the shutdown
+        // in one task of the loop: the write posts what the credits allow, the file is truncated under the rest, and
+        // the shutdown takes the rest along
+        ChannelFuture broken = RdmaTestSupport.onLoop(client, () -> {
+            ChannelFuture write = client.writeAndFlush(region);
+            try (FileChannel writer = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                writer.truncate(left);
+            }
+            ((DuplexChannel) client).shutdownOutput();
+            return write;
+        });
+        assertTrue(broken.await(30, TimeUnit.SECONDS), "the region's write completes");
+        assertTrue(broken.cause() instanceof ChannelOutputShutdownException,
+                () -> "the write of a region whose file was truncated: " + RdmaTestSupport.describe(broken.cause()));
+        assertTrue(client.closeFuture().await(10, TimeUnit.SECONDS), "the client closes after the server did");
+        byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
+                () -> collector.bytes.size() + " bytes received");
+        assertTrue(got.length <= left, "bytes received: " + got.length);
+        assertArrayEquals(Arrays.copyOf(content, got.length), got, "what arrived is the stream's start");
+        assertTrue(errors.exceptions.isEmpty(), () -> "the server saw an orderly end: " + errors.exceptions);
         assertEquals(0, region.refCnt(), "the failed region is released");
         server.close().sync();
     }
