@@ -1182,7 +1182,11 @@ final class RdmaConnection {
         sendFin();
     }
 
-    /** Posts what the end of output took along ({@link #takeFlushed}) as far as credits allow. */
+    /**
+     * Posts what the end of output took along ({@link #takeFlushed}) as far as credits allow. If a post fails, a close
+     * turns abortive; after {@code shutdownOutput()} the channel is open and reads on, so it fails with the cause, as a
+     * socket's read sees a broken connection (the writes succeeded when taken, so no write can tell it).
+     */
     private void postLingering() {
         if (!is(SEND_OPEN) || lingerPosted()) {
             return;
@@ -1190,8 +1194,13 @@ final class RdmaConnection {
         try {
             sends.send(linger);
         } catch (Exception e) {
-            logger.debug("{}: sending the last writes failed; the close turns abortive", ch, e);
-            unsafe.abort();
+            if (is(CLOSING)) {
+                logger.debug("{}: sending the last writes failed; the close turns abortive", ch, e);
+                unsafe.abort();
+            } else {
+                unsafe.fail(e instanceof IOException ? e : new IOException("sending the writes taken along by "
+                        + "shutdownOutput() failed: " + e, e));
+            }
         }
     }
 

@@ -7,6 +7,12 @@ public interface FaultInjector {
     void failNextSend(QueuePair qp, int wcStatus);
 
     /**
+     * The next post of send work requests on {@code qp} is refused with {@code -errno}, nothing of it posted, as
+     * {@code ibv_post_send} refuses one (a QP the device moved out of RTS, a full queue); later posts go as before.
+     */
+    void refuseNextPostSend(QueuePair qp, int errno);
+
+    /**
      * Cuts the link under a connected QP without any CM event: both sides' QPs stay as they are, and every send
      * thereafter fails with RETRY_EXC_ERR (a peer that died, a pulled cable).
      */

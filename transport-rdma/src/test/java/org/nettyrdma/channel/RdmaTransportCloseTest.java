@@ -25,6 +25,7 @@ import org.nettyrdma.channel.RdmaTestSupport.ExceptionRecorder;
 import org.nettyrdma.channel.RdmaTestSupport.Pattern;
 import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
 import org.nettyrdma.channel.RdmaTestSupport.StreamWriter;
+import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.WcStatus;
 
 import java.io.BufferedReader;
@@ -37,6 +38,7 @@ import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
@@ -488,6 +490,62 @@ class RdmaTransportCloseTest {
             server.close().sync();
         } finally {
             RdmaTestSupport.shutdown(readerGroup);
+        }
+    }
+
+    /**
+     * {@code shutdownOutput()} took flushed bytes along (their writes succeeded, as into a socket's send buffer), and
+     * posting them once credits came back is refused: the connection is broken under an open channel that still reads,
+     * so its pipeline hears why, then channelInactive, as a socket's read sees the error; the peer sees a reset after
+     * what arrived. Before, the half-closed channel was torn down without a word and stayed open for ever. Emulated: the
+     * fault injector refuses the post.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aRefusedPostOfWhatShutdownOutputTookAlongFailsTheHalfClosedChannel() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "refusing a post needs the emulated fabric's fault injector");
+        EventRecorder writer = new EventRecorder();
+        EventRecorder reader = new EventRecorder();
+        CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(ChannelOption.AUTO_READ, false)
+                .childOption(RdmaChannelOption.WRITE_RING, false).childOption(RdmaChannelOption.RENDEZVOUS, false)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        child.complete((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(reader);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(ChannelOption.ALLOW_HALF_CLOSURE, true).handler(writer)
+                    .connect(server.localAddress()).sync().channel();
+            RdmaSocketChannel ch = RdmaTestSupport.await(child, 10_000, "the accepted channel", () -> "");
+            byte[] bytes = new byte[256 * 1024]; // more than the child's window: most of it is taken along
+            Arrays.fill(bytes, (byte) 'x');
+            ChannelFuture[] futures = RdmaTestSupport.onLoop(client, () -> {
+                ChannelFuture write = client.writeAndFlush(Unpooled.wrappedBuffer(bytes));
+                ChannelFuture shutdown = client.shutdownOutput();
+                serverHandlers.get(0).resources().provider().faults().refuseNextPostSend(client.resources().qp,
+                        Errno.EIO);
+                return new ChannelFuture[] {write, shutdown};
+            });
+            assertTrue(futures[0].await(10_000) && futures[0].isSuccess(), "the write taken along succeeds");
+            assertTrue(futures[1].await(10_000) && futures[1].isSuccess(), "the shutdown succeeds");
+            assertTrue(client.isOpen(), "the half-closed client is open for its reads");
+            ch.config().setAutoRead(true); // credits go back: the client posts what it took along, and is refused
+            RdmaTestSupport.await(writer.inactive, 10_000, "the client's channelInactive", writer::toString);
+            assertEquals(1, writer.exceptions.size(), writer::toString);
+            Throwable t = writer.exceptions.peek();
+            assertInstanceOf(IOException.class, t, () -> RdmaTestSupport.describe(t));
+            assertTrue(String.valueOf(t.getMessage()).contains("ibv_post_send"), () -> RdmaTestSupport.describe(t));
+            RdmaTestSupport.await(reader.inactive, 10_000, "the child's channelInactive", reader::toString);
+            assertEquals(1, reader.exceptions.size(), reader::toString);
+            assertTrue(String.valueOf(reader.exceptions.peek().getMessage()).contains("reset by peer"),
+                    reader::toString);
+        } finally {
+            server.close().sync();
         }
     }
 

@@ -77,6 +77,11 @@ public final class EmulatedProvider implements VerbsProvider {
         }
 
         @Override
+        public void refuseNextPostSend(QueuePair qp, int errno) {
+            ((EmulatedQueuePair) qp).refuseNextPostSend(errno);
+        }
+
+        @Override
         public void severLink(QueuePair qp) {
             ((EmulatedQueuePair) qp).sever();
         }

@@ -68,6 +68,8 @@ final class EmulatedQueuePair implements QueuePair {
     private EmulatedQueuePair peer;
     private int rnrRetry = ConnectionParameters.RNR_RETRY_INFINITE;
     private int injectedStatus;
+    /** Errno the next postSend is refused with (0: none; FaultInjector.refuseNextPostSend). */
+    private int refusedPostErrno;
 
     // send queue: slots [sqHead, sqExec) executed but not yet freed (unsignalled), [sqExec, sqTail) waiting
     private final int sqSize;
@@ -188,6 +190,10 @@ final class EmulatedQueuePair implements QueuePair {
                 int rc = checkPost(wrs, offset, count);
                 if (rc == 0 && (state == QpState.INIT || state == QpState.RTR || state == QpState.RESET)) {
                     rc = -Errno.EINVAL;
+                }
+                if (rc == 0 && refusedPostErrno != 0) {
+                    rc = -refusedPostErrno;
+                    refusedPostErrno = 0;
                 }
                 if (rc != 0) {
                     wrs.badIndex(offset);
@@ -826,6 +832,13 @@ final class EmulatedQueuePair implements QueuePair {
             if (!destroyed) {
                 enterError();
             }
+        }
+    }
+
+    void refuseNextPostSend(int errno) {
+        Link l = link;
+        synchronized (l) {
+            refusedPostErrno = errno;
         }
     }
 
