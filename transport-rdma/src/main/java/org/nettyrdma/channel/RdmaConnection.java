@@ -1184,8 +1184,9 @@ final class RdmaConnection {
 
     /**
      * Posts what the end of output took along ({@link #takeFlushed}) as far as credits allow. If a post fails, a close
-     * turns abortive; after {@code shutdownOutput()} the channel is open and reads on, so it fails with the cause, as a
-     * socket's read sees a broken connection (the writes succeeded when taken, so no write can tell it).
+     * turns abortive (also one deferred for sends in flight); after {@code shutdownOutput()} the channel is open and
+     * reads on, so it hears of the broken connection as a socket's read does (the writes succeeded when taken, so no
+     * write can tell it): after what a gone peer sent is read, or at once.
      */
     private void postLingering() {
         if (!is(SEND_OPEN) || lingerPosted()) {
@@ -1194,11 +1195,17 @@ final class RdmaConnection {
         try {
             sends.send(linger);
         } catch (Exception e) {
+            logger.debug("{}: posting the writes taken along by the end of output failed", ch, e);
             if (is(CLOSING)) {
-                logger.debug("{}: sending the last writes failed; the close turns abortive", ch, e);
                 unsafe.abort();
+            } else if (is(CLOSE_REQUESTED)) {
+                set(FAILED);
+                unsafe.close(unsafe.voidPromise());
+            } else if (is(PEER_GONE)) {
+                set(FAILED); // what the peer sent is delivered first, then the reset
+                unsafe.afterPeerLeft();
             } else {
-                unsafe.fail(e instanceof IOException ? e : new IOException("sending the writes taken along by "
+                unsafe.fail(e instanceof IOException ? e : new IOException("posting the writes taken along by "
                         + "shutdownOutput() failed: " + e, e));
             }
         }

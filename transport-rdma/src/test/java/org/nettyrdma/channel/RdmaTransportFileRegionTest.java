@@ -287,6 +287,7 @@ class RdmaTransportFileRegionTest {
         assertTrue(broken.await(30, TimeUnit.SECONDS), "the region's write completes");
         assertTrue(broken.cause() instanceof ChannelOutputShutdownException,
                 () -> "the write of a region whose file was truncated: " + RdmaTestSupport.describe(broken.cause()));
+        assertEquals(left, region.transferred(), "the shutdown read the region's file up to where it ends now");
         assertTrue(client.closeFuture().await(10, TimeUnit.SECONDS), "the client closes after the server did");
         byte[] got = RdmaTestSupport.await(collector.done, 30_000, "the server's end of stream",
                 () -> collector.bytes.size() + " bytes received");
