@@ -205,16 +205,7 @@ class RdmaTransportCloseTest {
         try {
             EventRecorder events = new EventRecorder();
             CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
-            Channel server = RdmaTestSupport.serverBootstrap(ownServerGroup, ownServerGroup)
-                    .childOption(ChannelOption.AUTO_READ, false)
-                    .childOption(RdmaChannelOption.WRITE_RING, false).childOption(RdmaChannelOption.RENDEZVOUS, false)
-                    .childHandler(new ChannelInitializer<Channel>() {
-                        @Override
-                        protected void initChannel(Channel ch) {
-                            child.complete((RdmaSocketChannel) ch);
-                            ch.pipeline().addLast(events);
-                        }
-                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            Channel server = nonReadingServer(ownServerGroup, events, child);
             RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(ownClientGroup)
                     .option(ChannelOption.AUTO_READ, false)
                     .option(RdmaChannelOption.WRITE_RING, false).option(RdmaChannelOption.RENDEZVOUS, false)
@@ -494,6 +485,24 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * A server on {@code group} whose child does not read (AUTO_READ off; no WRITE ring, no rendezvous: its peer's
+     * writes wait for credits), with {@code events} in its pipeline; the child completes {@code child}.
+     */
+    private static Channel nonReadingServer(EventLoopGroup group, EventRecorder events,
+                                            CompletableFuture<RdmaSocketChannel> child) throws InterruptedException {
+        return RdmaTestSupport.serverBootstrap(group, group)
+                .childOption(ChannelOption.AUTO_READ, false)
+                .childOption(RdmaChannelOption.WRITE_RING, false).childOption(RdmaChannelOption.RENDEZVOUS, false)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        child.complete((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(events);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+    }
+
+    /**
      * {@code shutdownOutput()} took flushed bytes along (their writes succeeded, as into a socket's send buffer), and
      * posting them once credits came back is refused: the connection is broken under an open channel that still reads,
      * so its pipeline hears why, then channelInactive, as a socket's read sees the error; the peer sees a reset after
@@ -507,16 +516,7 @@ class RdmaTransportCloseTest {
         EventRecorder writer = new EventRecorder();
         EventRecorder reader = new EventRecorder();
         CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
-        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
-                .childOption(ChannelOption.AUTO_READ, false)
-                .childOption(RdmaChannelOption.WRITE_RING, false).childOption(RdmaChannelOption.RENDEZVOUS, false)
-                .childHandler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        child.complete((RdmaSocketChannel) ch);
-                        ch.pipeline().addLast(reader);
-                    }
-                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        Channel server = nonReadingServer(serverGroup, reader, child);
         try {
             RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
                     .option(ChannelOption.ALLOW_HALF_CLOSURE, true).handler(writer)
