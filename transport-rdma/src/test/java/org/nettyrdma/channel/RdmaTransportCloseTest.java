@@ -533,8 +533,9 @@ class RdmaTransportCloseTest {
             });
             assertTrue(futures[0].await(10_000) && futures[0].isSuccess(), "the write taken along succeeds");
             assertTrue(futures[1].await(10_000) && futures[1].isSuccess(), "the shutdown succeeds");
-            assertTrue(client.isOpen(), "the half-closed client is open for its reads");
-            ch.config().setAutoRead(true); // credits go back: the client posts what it took along, and is refused
+            // credits go back (at the latest now: a pooled window may grow at the loop's tick before): the client
+            // posts what it took along, and is refused
+            ch.config().setAutoRead(true);
             RdmaTestSupport.await(writer.inactive, 10_000, "the client's channelInactive", writer::toString);
             assertEquals(1, writer.exceptions.size(), writer::toString);
             Throwable t = writer.exceptions.peek();
