@@ -38,7 +38,6 @@ import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Paths;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
@@ -523,7 +522,6 @@ class RdmaTransportCloseTest {
                     .connect(server.localAddress()).sync().channel();
             RdmaSocketChannel ch = RdmaTestSupport.await(child, 10_000, "the accepted channel", () -> "");
             byte[] bytes = new byte[256 * 1024]; // more than the child's window: most of it is taken along
-            Arrays.fill(bytes, (byte) 'x');
             ChannelFuture[] futures = RdmaTestSupport.onLoop(client, () -> {
                 ChannelFuture write = client.writeAndFlush(Unpooled.wrappedBuffer(bytes));
                 ChannelFuture shutdown = client.shutdownOutput();

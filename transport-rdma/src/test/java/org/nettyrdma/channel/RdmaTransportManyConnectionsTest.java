@@ -120,12 +120,8 @@ class RdmaTransportManyConnectionsTest {
                 if (!f.isSuccess() && RdmaTestSupport.isLocalPortInUse(f.cause())) {
                     // iWARP: the TCP port RDMA CM picked is held by a socket of an earlier round (TIME_WAIT); the
                     // remedy the failure names is to connect again
-                    StreamReader again = echoClient(i, round, pattern);
-                    readers.set(i, again);
                     retried++;
-                    f = RdmaTestSupport.clientBootstrap(clientGroup).handler(again).connect(server.localAddress())
-                            .await();
-                    connects.set(i, f);
+                    f = connectAgain(i, round, pattern, readers, connects, clientGroup, server);
                 }
                 if (!f.isSuccess()) {
                     throw new AssertionError("round " + round + ": connect #" + i + " failed; " + state.get(),
@@ -146,16 +142,12 @@ class RdmaTransportManyConnectionsTest {
                     System.out.println("[RdmaTransportManyConnectionsTest] " + what + ": reset before any message "
                             + "arrived at either end (iWARP; tolerated once, connected again): " + ends(reset, children));
                     lostBytesSent += ((RdmaSocketChannel) reset.channel).counters().bytesSent();
-                    EchoClient again = echoClient(i, round, pattern);
-                    readers.set(i, again);
                     retried++;
-                    ChannelFuture f = RdmaTestSupport.clientBootstrap(clientGroup).handler(again)
-                            .connect(server.localAddress()).await();
+                    ChannelFuture f = connectAgain(i, round, pattern, readers, connects, clientGroup, server);
                     if (!f.isSuccess()) {
                         throw new AssertionError(what + ": connecting again failed; " + state.get(), f.cause());
                     }
-                    connects.set(i, f);
-                    RdmaTestSupport.await(again.done, 30_000, what + " (connected again)", state);
+                    RdmaTestSupport.await(readers.get(i).done, 30_000, what + " (connected again)", state);
                 }
             }
             int retriedNow = retried - retriedBefore;
@@ -221,6 +213,21 @@ class RdmaTransportManyConnectionsTest {
             assertEquals(2 * expectedBytes + lostBytesSent, sent, "shared handler bytesSent (both ways)");
             assertEquals(2 * expectedBytes, received, "shared handler bytesReceived (both ways)");
         }
+    }
+
+    /**
+     * Connects client {@code i} of {@code round} again in place of the one that failed (its reader and connect replaced
+     * in {@code readers} and {@code connects}); returns the connect, done.
+     */
+    private static ChannelFuture connectAgain(int i, int round, Pattern pattern, List<StreamReader> readers,
+                                              List<ChannelFuture> connects, EventLoopGroup clientGroup, Channel server)
+            throws InterruptedException {
+        EchoClient again = echoClient(i, round, pattern);
+        readers.set(i, again);
+        ChannelFuture f = RdmaTestSupport.clientBootstrap(clientGroup).handler(again).connect(server.localAddress())
+                .await();
+        connects.set(i, f);
+        return f;
     }
 
     /** Connection {@code i}'s client in {@code round}: its length and where in the pattern its bytes start. */
