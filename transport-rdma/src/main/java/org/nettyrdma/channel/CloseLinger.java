@@ -40,6 +40,8 @@ final class CloseLinger {
     private long posted;
     private long copyLimit;
     private ByteBufAllocator alloc;
+    /** Why the last take stopped at a write it could not copy (a region's file that ended early, no memory), if so. */
+    private Throwable failure;
 
     private final ChannelOutboundBuffer.MessageProcessor taker = msg -> {
         if (msg instanceof FileRegion) {
@@ -124,12 +126,14 @@ final class CloseLinger {
     /**
      * Takes the flushed messages of {@code out}: its first {@code postedBytes} bytes (in flight) retained, then whole
      * writes copied into buffers of {@code alloc} while they add up to at most {@code maxCopied} bytes. Returns the
-     * bytes taken, even if it failed part-way (the caller removes them from {@code out}: their writes succeed).
+     * bytes taken, even if it failed part-way (the caller removes them from {@code out}: their writes succeed; then
+     * {@link #failure()} says why the write after them could not be taken).
      */
     long take(ChannelOutboundBuffer out, FlushedMessages flushed, long postedBytes, long maxCopied,
               ByteBufAllocator alloc) {
         taken = 0;
         regionIndex = 0;
+        failure = null;
         this.flushed = flushed;
         posted = postedBytes;
         copyLimit = maxCopied;
@@ -137,12 +141,20 @@ final class CloseLinger {
         try {
             out.forEachFlushedMessage(taker);
         } catch (Exception | OutOfMemoryError e) {
-            // no memory for a copy: what was taken goes out, the writes not taken fail (Netty fails them at close)
+            // a region's file ended early, or no memory for a copy: what was taken goes out, the write it stopped at
+            // fails with this cause, those after it fail as Netty fails writes at the end of output
+            failure = e instanceof IOException ? e : new IOException("taking a write along at the end of output "
+                    + "failed: " + e, e);
         } finally {
             this.alloc = null;
             this.flushed = null;
         }
         return taken;
+    }
+
+    /** Why the last {@link #take} stopped at a write it could not take, or {@code null}. */
+    Throwable failure() {
+        return failure;
     }
 
     /** Bytes still to send or in flight. */

@@ -1158,8 +1158,9 @@ final class RdmaConnection {
     /**
      * The channel's output ends ({@code close()}, {@code shutdownOutput()}): its flushed writes move to the connection
      * ({@link CloseLinger}: the posted bytes kept alive, the rest copied up to {@code SO_SNDBUF} bytes of whole writes)
-     * and succeed; the connection sends them before its FIN. Netty fails what is left. Write-future listeners that run
-     * meanwhile wait ({@link #REMOVING}), as during a completion.
+     * and succeed; the connection sends them before its FIN. A write that could not be taken (a region whose file ended
+     * early) fails with the cause; Netty fails what is left. Write-future listeners that run meanwhile wait
+     * ({@link #REMOVING}), as during a completion.
      */
     void takeFlushed(ChannelOutboundBuffer out) {
         if (out == null || sends == null || linger != null || is(FIN_SENT)) {
@@ -1171,6 +1172,10 @@ final class RdmaConnection {
             long taken = linger.take(out, flushed, sends.unsettledBytes(), config.getSendBufferSize(),
                     config.getAllocator());
             flushed.remove(out, taken);
+            Throwable failure = linger.failure();
+            if (failure != null) {
+                out.remove(failure); // the write it stopped at, with the cause (a region's truncated file, say)
+            }
         } finally {
             clear(REMOVING | FLUSH_AFTER_REMOVE); // a write now goes to Netty's closed buffer and fails there
         }
