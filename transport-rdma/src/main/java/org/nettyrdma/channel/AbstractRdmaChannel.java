@@ -27,6 +27,8 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     RdmaIoHandler handler;
     RdmaIoHandler.Registration registration;
     private IoRegistration ioRegistration;
+    /** The loop the channel was first registered on, where its queue pair and CM id stay. */
+    private EventLoop registeredLoop;
     CmId id;
 
     AbstractRdmaChannel(Channel parent, CmId id) {
@@ -47,7 +49,20 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
 
     @Override
     protected final void doRegister(ChannelPromise promise) {
-        RdmaIoHandler.register(eventLoop(), (RdmaIoHandle) unsafe(), registration != null, promise, (io, r) -> {
+        if (registration != null) {
+            // registered again after deregister(): the registration with the loop's handler lived on (doDeregister)
+            if (eventLoop() == registeredLoop) {
+                promise.setSuccess();
+                eventLoop().execute(this::registeredAgain); // after Netty's channelRegistered
+            } else {
+                promise.setFailure(new IllegalStateException("an RDMA channel cannot move to another event loop: its "
+                        + "queue pair and CM id live on the completion queue and event channel of " + registeredLoop
+                        + ", where it was first registered; register it again on that loop"));
+            }
+            return;
+        }
+        registeredLoop = eventLoop();
+        RdmaIoHandler.register(eventLoop(), (RdmaIoHandle) unsafe(), promise, (io, r) -> {
             ioRegistration = io;
             registration = r;
             handler = r.handler();
@@ -75,9 +90,14 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         return local;
     }
 
+    /** Registered again after {@code deregister()}, on its loop: what waited for the pipeline may go on. */
+    void registeredAgain() {
+    }
+
     @Override
     protected void doDeregister() {
-        // the registration lives until the channel's last completion (releaseIdAndRegistration)
+        // the registration lives until the channel's last completion (releaseIdAndRegistration): completions still
+        // come to this loop, but nothing reaches the pipeline until the channel is registered again, on this loop
     }
 
     /**

@@ -59,8 +59,13 @@ final class PooledReceives implements ReceiveSlots {
 
     @Override
     public boolean handOver(int slot) throws VerbsException {
-        release(slot);
-        refill();
+        RdmaByteBuf buf = release(slot);
+        try {
+            refill();
+        } catch (VerbsException | RuntimeException e) {
+            pool.recycle(buf); // not handed over: the channel fails, and the buffer is no one's but the pool's
+            throw e;
+        }
         return true;
     }
 

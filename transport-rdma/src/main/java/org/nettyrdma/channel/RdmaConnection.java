@@ -25,6 +25,8 @@ import java.util.concurrent.TimeUnit;
  */
 final class RdmaConnection {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
+    /** Closes that dropped bytes because the peer took nothing: one WARN per interval (a peer can cause many). */
+    private static final WarnLimiter CLOSE_TIMEOUTS = new WarnLimiter(10, TimeUnit.SECONDS);
 
     // the lifecycle, one bit each
     /**
@@ -85,7 +87,10 @@ final class RdmaConnection {
     /** What the end of output still sends: flushed writes not posted when the channel closed. */
     private CloseLinger linger;
     private int state;
+    /** An orderly close's time-out: it turns abortive after {@code CLOSE_TIMEOUT_MILLIS} without progress. */
     private Future<?> closeTimeout;
+    /** When the close last made progress (bytes it waits for settled), {@code System.nanoTime()}. */
+    private long closeProgressNanos;
     /** The keep-alive tick, every {@code KEEPALIVE_MILLIS} from the handshake on; null if off. */
     private Future<?> keepAlive;
     /** Whether a completion of this connection came since the last keep-alive tick. */
@@ -195,15 +200,40 @@ final class RdmaConnection {
         }
         if (!is(CLOSE_REQUESTED)) {
             set(CLOSE_REQUESTED);
-            closeTimeout = ch.eventLoop().schedule(() -> {
+            startCloseTimeout(() -> {
                 if (ch.isOpen()) {
                     logger.debug("{}: sends not completed within the close time-out; closing abortively", ch);
                     set(FAILED);
-                    unsafe.close(unsafe.voidPromise());
+                    unsafe.close(unsafe.voidPromise()); // their writes fail
                 }
-            }, config.getCloseTimeoutMillis(), TimeUnit.MILLISECONDS);
+            });
         }
         return true;
+    }
+
+    /**
+     * Starts (again) the close's time-out: {@code expired} runs once {@code CLOSE_TIMEOUT_MILLIS} pass without progress
+     * (bytes the close waits for settling), as a socket's kernel gives up on an orphaned connection whose peer takes
+     * nothing; a peer that reads slowly but reads gets everything.
+     */
+    private void startCloseTimeout(Runnable expired) {
+        if (closeTimeout != null) {
+            closeTimeout.cancel(false);
+        }
+        closeProgressNanos = System.nanoTime();
+        scheduleCloseTimeout(expired, TimeUnit.MILLISECONDS.toNanos(config.getCloseTimeoutMillis()));
+    }
+
+    private void scheduleCloseTimeout(Runnable expired, long delayNanos) {
+        closeTimeout = ch.eventLoop().schedule(() -> {
+            long still = TimeUnit.MILLISECONDS.toNanos(config.getCloseTimeoutMillis())
+                    - (System.nanoTime() - closeProgressNanos);
+            if (still > 0) {
+                scheduleCloseTimeout(expired, still);
+            } else {
+                expired.run();
+            }
+        }, delayNanos, TimeUnit.NANOSECONDS);
     }
 
     /** Whether both sides offered the WRITE ring in their handshakes (protocol v2). */
@@ -497,6 +527,11 @@ final class RdmaConnection {
                 recv.enqueueFin();
                 break;
             case RdmaProtocol.TYPE_RNDV: // (checkHeader let it through: the rendezvous was offered or negotiated)
+                if (is(FIN_RECEIVED)) {
+                    // nothing follows a FIN; the table must keep the rendezvous before it, which the FIN is queued behind
+                    unsafe.fail(protocolViolation("sent an RNDV message after its FIN"));
+                    return;
+                }
                 violation = res.rendezvousReceives.onRendezvous(message);
                 if (violation != null) {
                     unsafe.fail(protocolViolation(violation));
@@ -507,7 +542,7 @@ final class RdmaConnection {
                 }
                 repostQuietly(slot); // its buffer is copied into the table; the credit is owed once it is read
                 countReceived(0);
-                if (!ch.isOpen() || is(CLOSE_REQUESTED) || ch.inputShutdown || is(FIN_RECEIVED)) {
+                if (!ch.isOpen() || is(CLOSE_REQUESTED) || ch.inputShutdown) {
                     // nothing will be read: its DONE goes at once, and its credit back
                     res.rendezvousReceives.discard();
                     if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
@@ -672,7 +707,7 @@ final class RdmaConnection {
     ByteBuf nextRead(RecvByteBufAllocator.Handle allocHandle) {
         ByteBuf buf;
         try {
-            buf = recv.nextRead(allocHandle, config.getAllocator());
+            buf = recv.nextRead(allocHandle, config.getAllocator(), !config.isAutoRead());
         } catch (VerbsException e) {
             unsafe.fail(e);
             return null;
@@ -785,7 +820,7 @@ final class RdmaConnection {
         }
         if (recv.hasPending() && (unsafe.readPending || config.isAutoRead()) && ch.isOpen()) {
             unsafe.readLoop();
-        } else if (finAtHead() && ch.isOpen()) {
+        } else if (finAtHead() && ch.isOpen() && ch.isRegistered()) {
             onFinReached(); // nothing buffered before the FIN: tell the pipeline even without a read
         }
         if (is(DESTROYED)) {
@@ -1127,6 +1162,7 @@ final class RdmaConnection {
      */
     private void settleFlushed(long n) {
         if (n > 0 && unsafe.outboundBuffer() == null && linger != null) {
+            closeProgressNanos = System.nanoTime();
             linger.remove(n); // the output was shut down: bytes its end took along
         }
         sends.settle(n);
@@ -1139,6 +1175,9 @@ final class RdmaConnection {
     /** {@code n} bytes of the flushed writes were sent (settled in stream order): their writes complete. */
     private void settle(long n) {
         if (n > 0) {
+            if (closeTimeout != null) {
+                closeProgressNanos = System.nanoTime(); // a close waits: it made progress
+            }
             ChannelOutboundBuffer out = unsafe.outboundBuffer();
             if (out != null) {
                 removeFlushed(out, n);
@@ -1220,14 +1259,20 @@ final class RdmaConnection {
         set(CLOSING);
         endOutput();
         maybeReturnCredits(); // those of the reads the close dropped, unless the FIN carried them or needs the credit
-        if (closeTimeout != null) {
-            closeTimeout.cancel(false); // the wait for the sends in flight is over; a new time-out for the rest
-        }
-        closeTimeout = ch.eventLoop().schedule(() -> {
+        startCloseTimeout(() -> { // (the wait for the sends in flight is over: a new time-out for the rest)
             if (!is(DESTROYED)) {
+                long lost = linger != null ? linger.bytes() : 0;
+                if (lost > 0 && CLOSE_TIMEOUTS.tryWarn()) {
+                    logger.warn("{}: the peer took nothing for {} ms (CLOSE_TIMEOUT_MILLIS) during the close; {} bytes "
+                            + "of writes that succeeded were not delivered: resetting the connection", ch,
+                            config.getCloseTimeoutMillis(), lost);
+                } else {
+                    logger.debug("{}: the close made no progress for {} ms; {} bytes not delivered; resetting", ch,
+                            config.getCloseTimeoutMillis(), lost);
+                }
                 unsafe.abort();
             }
-        }, config.getCloseTimeoutMillis(), TimeUnit.MILLISECONDS);
+        });
         maybeFinishClose();
     }
 

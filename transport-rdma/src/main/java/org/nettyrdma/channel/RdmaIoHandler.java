@@ -495,12 +495,7 @@ public final class RdmaIoHandler implements IoHandler {
      * Registers a channel's handle on its event loop, then runs {@code then} and completes {@code promise}. Once only:
      * an RDMA channel's queue pair and CM id live on the loop's completion queue and event channel.
      */
-    static void register(EventLoop loop, RdmaIoHandle handle, boolean alreadyRegistered, ChannelPromise promise,
-                         Registered then) {
-        if (alreadyRegistered) {
-            promise.setFailure(new IllegalStateException("an RDMA channel cannot move to another event loop"));
-            return;
-        }
+    static void register(EventLoop loop, RdmaIoHandle handle, ChannelPromise promise, Registered then) {
         ((IoEventLoop) loop).register(handle).addListener(f -> {
             if (!f.isSuccess()) {
                 promise.setFailure(f.cause());

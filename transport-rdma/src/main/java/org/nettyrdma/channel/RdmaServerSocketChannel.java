@@ -242,8 +242,8 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
         }
 
         void readLoop() {
-            if (pending.isEmpty() || !isOpen()) {
-                return;
+            if (pending.isEmpty() || !isOpen() || !isRegistered()) {
+                return; // (deregistered: the connections wait until the channel is registered again)
             }
             ChannelPipeline pipeline = pipeline();
             RecvByteBufAllocator.Handle allocHandle = recvBufAllocHandle();

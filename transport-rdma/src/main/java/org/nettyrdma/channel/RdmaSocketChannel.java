@@ -304,6 +304,13 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
     }
 
     @Override
+    void registeredAgain() {
+        if (conn != null && isOpen() && isRegistered() && conn.finAtHead()) {
+            conn.onFinReached(); // it waited while the channel was deregistered (reads wait for a read or auto-read)
+        }
+    }
+
+    @Override
     protected void doBeginRead() {
         RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
         u.readPending = true;
@@ -718,8 +725,10 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             if (conn == null || !isActive() && !(conn.finReceived() && isOpen())) {
                 return;
             }
-            if (!readPending && !config.isAutoRead() || conn.isCloseRequested()) {
-                return; // (after close() nothing is read, even while the close waits for sends in flight)
+            if (!readPending && !config.isAutoRead() || conn.isCloseRequested() || !isRegistered()) {
+                // (after close() nothing is read, even while the close waits for sends in flight; after deregister()
+                // nothing until the channel is registered again, which begins a read)
+                return;
             }
             ChannelPipeline pipeline = pipeline();
             RecvByteBufAllocator.Handle allocHandle = recvBufAllocHandle();

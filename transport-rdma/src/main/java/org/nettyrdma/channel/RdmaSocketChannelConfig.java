@@ -292,6 +292,9 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
 
     @Override
     public RdmaSocketChannelConfig setReceiveBufferSize(int receiveBufferSize) {
+        if (receiveBufferSize <= 0) { // as a socket's (a hint only here: RECEIVE_BUFFER_SIZE and _COUNT decide)
+            throw new IllegalArgumentException("SO_RCVBUF: " + receiveBufferSize + " (expected > 0)");
+        }
         this.receiveBufferSizeHint = receiveBufferSize;
         return this;
     }
@@ -303,6 +306,9 @@ public final class RdmaSocketChannelConfig extends DefaultChannelConfig implemen
 
     @Override
     public RdmaSocketChannelConfig setSendBufferSize(int sendBufferSize) {
+        if (sendBufferSize <= 0) { // as a socket's; here it bounds the bytes a close or shutdownOutput() takes along
+            throw new IllegalArgumentException("SO_SNDBUF: " + sendBufferSize + " (expected > 0)");
+        }
         this.sendBufferSize = sendBufferSize;
         return this;
     }

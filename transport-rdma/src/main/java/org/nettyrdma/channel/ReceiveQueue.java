@@ -2,6 +2,7 @@ package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.CompositeByteBuf;
 import io.netty.channel.EventLoop;
 import io.netty.channel.RecvByteBufAllocator;
 import org.nettyrdma.verbs.VerbsException;
@@ -148,9 +149,13 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
     /**
      * The next buffer for the pipeline, as a socket read gives it: the receive buffer itself when the allocator's guess
      * covers what is left of it and the lending bounds allow (its slot goes on without it), otherwise a copy of as much
-     * as a buffer of {@code copyTo} takes (the buffer receives again once its message is consumed).
+     * as a buffer of {@code copyTo} takes (the buffer receives again once its message is consumed). With
+     * {@code oneRead} (auto-read off: a {@code read()} gives the pipeline one buffer) a lent buffer comes with the
+     * messages after it that can be lent whole within the guess, in a composite, as a socket read fills one buffer
+     * with all that arrived up to the guess.
      */
-    ByteBuf nextRead(RecvByteBufAllocator.Handle allocHandle, ByteBufAllocator copyTo) throws VerbsException {
+    ByteBuf nextRead(RecvByteBufAllocator.Handle allocHandle, ByteBufAllocator copyTo, boolean oneRead)
+            throws VerbsException {
         int slot = pendSlot[pendHead];
         int offset = pendOffset[pendHead];
         int end = pendEnd[pendHead];
@@ -166,8 +171,12 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
             if (lent != null) {
                 dequeue();
                 reposted++;
-                allocHandle.attemptedBytesRead(remaining);
-                allocHandle.lastBytesRead(remaining);
+                if (oneRead) {
+                    lent = lendFollowing(lent, allocHandle.guess() - remaining, copyTo);
+                }
+                int n = lent.readableBytes();
+                allocHandle.attemptedBytesRead(n);
+                allocHandle.lastBytesRead(n);
                 allocHandle.incMessagesRead(1);
                 return lent;
             }
@@ -195,6 +204,34 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
         allocHandle.lastBytesRead(n);
         allocHandle.incMessagesRead(1);
         return buf;
+    }
+
+    /**
+     * {@code first}, lent, with the DATA messages queued after it lent and added behind it in a composite of
+     * {@code alloc}, while each fits whole in {@code room} bytes and the lending bounds allow; {@code first} alone if
+     * none does.
+     */
+    private ByteBuf lendFollowing(ByteBuf first, int room, ByteBufAllocator alloc) throws VerbsException {
+        CompositeByteBuf gathered = null;
+        while (pendCount > 0 && pendSlot[pendHead] >= 0) { // DATA: not a FIN, a ring message or a rendezvous
+            int offset = pendOffset[pendHead];
+            int end = pendEnd[pendHead];
+            if (end - offset > room) {
+                break;
+            }
+            ByteBuf lent = lend(pendSlot[pendHead], offset, end);
+            if (lent == null) {
+                break;
+            }
+            dequeue();
+            reposted++;
+            room -= end - offset;
+            if (gathered == null) {
+                gathered = alloc.compositeDirectBuffer(pendCount + 2).addComponent(true, first);
+            }
+            gathered.addComponent(true, lent);
+        }
+        return gathered != null ? gathered : first;
     }
 
     /**

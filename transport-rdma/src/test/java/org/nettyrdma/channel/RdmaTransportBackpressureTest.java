@@ -1,6 +1,7 @@
 package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
@@ -8,6 +9,7 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
+import io.netty.channel.FixedRecvByteBufAllocator;
 import io.netty.channel.WriteBufferWaterMark;
 import io.netty.util.internal.SystemPropertyUtil;
 import org.junit.jupiter.api.AfterEach;
@@ -22,6 +24,7 @@ import org.nettyrdma.channel.RdmaTestSupport.Kind;
 import org.nettyrdma.channel.RdmaTestSupport.Pattern;
 import org.nettyrdma.channel.RdmaTestSupport.StreamReader;
 
+import java.util.List;
 import java.util.Queue;
 import java.util.Random;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -32,6 +35,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 import java.util.zip.CRC32C;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -224,6 +228,75 @@ class RdmaTransportBackpressureTest {
 
         client.close().sync();
         server.close().sync();
+    }
+
+    /**
+     * With auto-read off a {@code read()} gives the pipeline one buffer, and a socket's fills it with all that arrived,
+     * up to the allocator's guess: so does this channel's, lending the messages that arrived (16 KiB each) in one
+     * composite while they fit whole. Four full messages (16 KiB receives, 16,380 bytes of payload) and one of 26 bytes
+     * wait: the first read gives the four (65,520 bytes; the fifth would pass the guess of 64 KiB), the second the 26.
+     * Before, each read gave one receive buffer: a proxy that reads once per write completed made four times the
+     * round trips of a socket's.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aReadWithAutoReadOffGivesWhatArrivedUpToTheGuessInOneBuffer() throws Exception {
+        EventLoopGroup group = RdmaTestSupport.newGroup(1, "bp-one-read", null, RdmaTestSupport.ownReceivesConfig());
+        try {
+            int message = 16 << 10;
+            Queue<Integer> reads = new ConcurrentLinkedQueue<>();
+            java.io.ByteArrayOutputStream got = new java.io.ByteArrayOutputStream();
+            ExceptionRecorder serverErrors = new ExceptionRecorder();
+            AtomicReference<RdmaSocketChannel> childRef = new AtomicReference<>();
+            Channel server = RdmaTestSupport.serverBootstrap(group, group)
+                    .childOption(ChannelOption.AUTO_READ, false)
+                    .childOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, message)
+                    .childOption(ChannelOption.RCVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(4 * message))
+                    .childHandler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            childRef.set((RdmaSocketChannel) ch);
+                            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                                @Override
+                                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                    ByteBuf buf = (ByteBuf) msg;
+                                    reads.add(buf.readableBytes());
+                                    byte[] b = new byte[buf.readableBytes()];
+                                    buf.readBytes(b);
+                                    synchronized (got) {
+                                        got.writeBytes(b);
+                                    }
+                                    buf.release();
+                                }
+                            }, serverErrors);
+                        }
+                    }).bind(RdmaTestSupport.anyPort()).sync().channel();
+            Channel client = RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, message)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            int payload = message - RdmaProtocol.HEADER_LENGTH;
+            byte[] bytes = new byte[4 * payload + 26];
+            new Random(7).nextBytes(bytes);
+            client.writeAndFlush(Unpooled.wrappedBuffer(bytes)).sync();
+            RdmaTestSupport.awaitCondition("the child's receives", () -> childRef.get() != null
+                    && childRef.get().counters().bytesReceived() == bytes.length, 10_000, () -> "child " + childRef);
+            RdmaSocketChannel child = childRef.get();
+            assertEquals(5L, child.counters().messagesReceived(), "SENDs of at most 16 KiB: " + child.counters());
+            child.read();
+            RdmaTestSupport.awaitCondition("the first read", () -> reads.size() == 1, 10_000, reads::toString);
+            child.read();
+            RdmaTestSupport.awaitCondition("the second read", () -> reads.size() == 2, 10_000, reads::toString);
+            assertEquals(List.of(4 * payload, 26), List.copyOf(reads), "bytes of each read");
+            synchronized (got) {
+                assertArrayEquals(bytes, got.toByteArray(), "the bytes, in order");
+            }
+            assertTrue(serverErrors.exceptions.isEmpty(), () -> "server exceptions: " + serverErrors.exceptions);
+            client.close().sync();
+            server.close().sync();
+        } finally {
+            RdmaTestSupport.shutdown(group);
+        }
     }
 
     /** Records isWritable() at each channelWritabilityChanged, and exceptions. */

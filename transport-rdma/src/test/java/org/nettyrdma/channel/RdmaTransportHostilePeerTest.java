@@ -633,6 +633,95 @@ class RdmaTransportHostilePeerTest {
         assertCleanEnd(what, null);
     }
 
+    /**
+     * A peer that announces a rendezvous, sends its FIN and then announces another, while the child (AUTO_READ off) has
+     * READ the first but not delivered it: nothing may follow a FIN, so the child fails with a protocol violation and
+     * closes, and the server is back to its baseline. Before, the second RNDV discarded the whole rendezvous table,
+     * the first included, whose queued entry then never became ready: the child stayed open, the FIN behind it never
+     * delivered, until the peer left (found by a review, reproduced on the emulated provider).
+     */
+    @Test
+    void rendezvousAfterItsFinFailsTheConnection() throws Exception {
+        String what = "an RNDV after the FIN";
+        int announced = 4096;
+        List<RdmaSocketChannel> rdvChildren = new CopyOnWriteArrayList<>();
+        ExceptionRecorder errors = new ExceptionRecorder();
+        AtomicLong delivered = new AtomicLong();
+        Channel rdvServer = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.RENDEZVOUS, true)
+                .childOption(ChannelOption.AUTO_READ, false)
+                .childOption(ChannelOption.ALLOW_HALF_CLOSURE, true)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        rdvChildren.add((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                delivered.addAndGet(((ByteBuf) msg).readableBytes());
+                                ((ByteBuf) msg).release();
+                            }
+                        }, errors);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        io.netty.util.internal.CleanableDirectBuffer memory = null;
+        try (HostilePeer peer = new HostilePeer()) {
+            MemoryRegion mr = null;
+            List<org.nettyrdma.verbs.MemoryWindow> windows = new ArrayList<>();
+            try {
+                assertEquals(CmEventType.ESTABLISHED, peer.connect((java.net.InetSocketAddress) rdvServer.localAddress(),
+                        RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16, RdmaProtocol.FLAG_READ_RENDEZVOUS)),
+                        what + ": " + peer);
+                org.nettyrdma.verbs.DeviceAttributes a = peer.id.device().attributes();
+                assumeTrue(a.supportsMemoryWindows() && a.supportsSendWithInvalidate(),
+                        "the device has no memory windows or no SEND_WITH_INV (iWARP, siw): no READ rendezvous");
+                memory = PlatformDependent.allocateDirect(announced, true);
+                mr = peer.pd.registerMemory(memory.buffer(), org.nettyrdma.verbs.Access.LOCAL_WRITE
+                        | org.nettyrdma.verbs.Access.MW_BIND);
+                // a window per RNDV, as an honest sender exposes it: the child's DONE invalidates the first one
+                int[] rkeys = new int[2];
+                for (int w = 0; w < rkeys.length; w++) {
+                    org.nettyrdma.verbs.MemoryWindow mw = peer.pd.allocMemoryWindow();
+                    windows.add(mw);
+                    rkeys[w] = mw.nextRkey();
+                    org.nettyrdma.verbs.WorkRequestList bind = new org.nettyrdma.verbs.WorkRequestList(1, 1);
+                    bind.bindWindow(0, 999, org.nettyrdma.verbs.SendFlags.SIGNALED, mw, rkeys[w], mr, mr.address(),
+                            announced, org.nettyrdma.verbs.Access.REMOTE_READ);
+                    assertEquals(0, peer.qp.postSend(bind, 0, 1), what + ": bind window " + w);
+                }
+                peer.sendMessage(RdmaProtocol.TYPE_CREDIT, 0, 0); // the greeting
+                peer.sendBytes(rndv(0, announced, mr.address(), rkeys[0]), RNDV_LENGTH);
+                RdmaTestSupport.awaitCondition(what + ": the child", () -> !rdvChildren.isEmpty(), 10_000,
+                        () -> "" + peer);
+                RdmaSocketChannel child = rdvChildren.get(0);
+                RdmaTestSupport.awaitOnLoop(what + ": the child READs ahead", child,
+                        () -> child.counters().rendezvousBytesRead() >= announced, 10_000, () -> "" + peer);
+                peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
+                peer.sendBytes(rndv(1, announced, mr.address(), rkeys[1]), RNDV_LENGTH);
+                RdmaTestSupport.await(child.closeFuture(), 10_000, what + ": server child closed",
+                        () -> "errors " + errors.exceptions + ", delivered " + delivered);
+                assertNotNull(peer.awaitTornDown(10_000), what + ": the connection is still up; " + peer);
+            } finally {
+                for (org.nettyrdma.verbs.MemoryWindow mw : windows) {
+                    mw.close();
+                }
+                if (mr != null) {
+                    mr.close(); // before the peer's protection domain
+                }
+            }
+        } finally {
+            if (memory != null) {
+                memory.clean();
+            }
+            rdvServer.close().sync();
+        }
+        Throwable t = errors.exceptions.peek();
+        assertTrue(t instanceof IOException && String.valueOf(t.getMessage()).matches(
+                ".*sent an RNDV message after its FIN.*"), () -> what + ": the child's failure: " + errors.exceptions);
+        assertEquals(0, delivered.get(), what + ": bytes delivered after a protocol violation");
+        assertCleanEnd(what, null);
+    }
+
     /** Bytes a server child writes in one buffer of its allocator, alone in its region: it goes by rendezvous. */
     private static final int EXPOSED = 4 << 20;
 
