@@ -28,7 +28,7 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     RdmaIoHandler.Registration registration;
     private IoRegistration ioRegistration;
     /** The loop the channel was first registered on, where its queue pair and CM id stay. */
-    private EventLoop registeredLoop;
+    private volatile EventLoop registeredLoop;
     CmId id;
 
     AbstractRdmaChannel(Channel parent, CmId id) {
@@ -39,9 +39,26 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         }
     }
 
+    /**
+     * An RDMA event loop; once registered, only the loop of the first registration: the channel's queue pair and CM id
+     * live on that loop's completion queue and event channel, which go on delivering its completions. Netty checks this
+     * before it moves the channel, so a registration on another loop fails and leaves the channel as it was
+     * (deregistered, its connection intact, on its loop); Netty's message only says "incompatible event loop", so the
+     * reason is logged.
+     */
     @Override
     protected boolean isCompatible(EventLoop loop) {
-        return loop instanceof IoEventLoop && ((IoEventLoop) loop).isCompatible(ioHandleClass());
+        if (!(loop instanceof IoEventLoop) || !((IoEventLoop) loop).isCompatible(ioHandleClass())) {
+            return false;
+        }
+        EventLoop first = registeredLoop;
+        if (first != null && loop != first) {
+            logger.warn("{}: an RDMA channel cannot move to another event loop ({}): its queue pair and CM id live on the "
+                    + "completion queue and event channel of {}, where it was first registered; register it again on "
+                    + "that loop", this, loop, first);
+            return false;
+        }
+        return true;
     }
 
     /** The class of this channel's unsafe, which the handler drives. */
@@ -50,15 +67,10 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     @Override
     protected final void doRegister(ChannelPromise promise) {
         if (registration != null) {
-            // registered again after deregister(): the registration with the loop's handler lived on (doDeregister)
-            if (eventLoop() == registeredLoop) {
-                promise.setSuccess();
-                eventLoop().execute(this::registeredAgain); // after Netty's channelRegistered
-            } else {
-                promise.setFailure(new IllegalStateException("an RDMA channel cannot move to another event loop: its "
-                        + "queue pair and CM id live on the completion queue and event channel of " + registeredLoop
-                        + ", where it was first registered; register it again on that loop"));
-            }
+            // registered again after deregister(), on its loop (isCompatible refuses any other): the registration
+            // with the loop's handler lived on (doDeregister)
+            promise.setSuccess();
+            eventLoop().execute(this::registeredAgain); // after Netty's channelRegistered
             return;
         }
         registeredLoop = eventLoop();
@@ -97,7 +109,8 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     @Override
     protected void doDeregister() {
         // the registration lives until the channel's last completion (releaseIdAndRegistration): completions still
-        // come to this loop, but nothing reaches the pipeline until the channel is registered again, on this loop
+        // come to this loop; reads (data, a FIN, new connections) wait until the channel is registered again on it,
+        // a reset or a keep-alive failure still closes it
     }
 
     /**

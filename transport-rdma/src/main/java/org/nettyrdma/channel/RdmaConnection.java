@@ -1263,8 +1263,8 @@ final class RdmaConnection {
             if (!is(DESTROYED)) {
                 long lost = linger != null ? linger.bytes() : 0;
                 if (lost > 0 && CLOSE_TIMEOUTS.tryWarn()) {
-                    logger.warn("{}: the peer took nothing for {} ms (CLOSE_TIMEOUT_MILLIS) during the close; {} bytes "
-                            + "of writes that succeeded were not delivered: resetting the connection", ch,
+                    logger.warn("{}: the peer took nothing for {} ms (CLOSE_TIMEOUT_MILLIS) during the close; up to {} "
+                            + "bytes of writes that succeeded may not have been delivered: resetting the connection", ch,
                             config.getCloseTimeoutMillis(), lost);
                 } else {
                     logger.debug("{}: the close made no progress for {} ms; {} bytes not delivered; resetting", ch,

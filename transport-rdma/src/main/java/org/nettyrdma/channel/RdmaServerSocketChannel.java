@@ -150,6 +150,15 @@ public final class RdmaServerSocketChannel extends AbstractRdmaChannel implement
         throw new UnsupportedOperationException("a server channel does not write");
     }
 
+    /** Connections that waited while the channel was deregistered, if a read was asked for (or auto-read). */
+    @Override
+    void registeredAgain() {
+        RdmaServerUnsafe u = (RdmaServerUnsafe) unsafe();
+        if (!pending.isEmpty() && (u.readPending || config.isAutoRead())) {
+            u.readLoop();
+        }
+    }
+
     @Override
     protected void doBeginRead() {
         RdmaServerUnsafe u = (RdmaServerUnsafe) unsafe();

@@ -97,6 +97,9 @@ public final class RdmaServerSocketChannelConfig extends DefaultChannelConfig im
 
     @Override
     public RdmaServerSocketChannelConfig setReceiveBufferSize(int receiveBufferSize) {
+        if (receiveBufferSize <= 0) { // as a server socket's (a hint only here)
+            throw new IllegalArgumentException("SO_RCVBUF: " + receiveBufferSize + " (expected > 0)");
+        }
         this.receiveBufferSize = receiveBufferSize;
         return this;
     }

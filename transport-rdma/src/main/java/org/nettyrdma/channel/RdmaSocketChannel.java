@@ -303,10 +303,17 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         }
     }
 
+    /** What waited while the channel was deregistered: reads asked for (or auto-read), a FIN with nothing before it. */
     @Override
     void registeredAgain() {
-        if (conn != null && isOpen() && isRegistered() && conn.finAtHead()) {
-            conn.onFinReached(); // it waited while the channel was deregistered (reads wait for a read or auto-read)
+        RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
+        if (conn == null || !isOpen() || !isRegistered()) {
+            return;
+        }
+        if (conn.hasPendingReads() && (u.readPending || config.isAutoRead())) {
+            u.scheduleRead();
+        } else if (conn.finAtHead()) {
+            conn.onFinReached();
         }
     }
 

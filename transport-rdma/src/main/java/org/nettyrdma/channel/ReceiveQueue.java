@@ -171,10 +171,16 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
             if (lent != null) {
                 dequeue();
                 reposted++;
+                int n = remaining;
                 if (oneRead) {
                     lent = lendFollowing(lent, allocHandle.guess() - remaining, copyTo);
+                    n = lent.readableBytes();
+                    if (pendCount > 0 && pendSlot[pendHead] >= 0) {
+                        // DATA waits that did not fit whole: a socket's read would have filled the buffer, which is
+                        // what tells the allocator to guess larger (the bytes are whole messages, never exactly that)
+                        n = Math.max(n, allocHandle.guess());
+                    }
                 }
-                int n = lent.readableBytes();
                 allocHandle.attemptedBytesRead(n);
                 allocHandle.lastBytesRead(n);
                 allocHandle.incMessagesRead(1);
@@ -213,23 +219,34 @@ final class ReceiveQueue implements RdmaByteBuf.LendHook {
      */
     private ByteBuf lendFollowing(ByteBuf first, int room, ByteBufAllocator alloc) throws VerbsException {
         CompositeByteBuf gathered = null;
-        while (pendCount > 0 && pendSlot[pendHead] >= 0) { // DATA: not a FIN, a ring message or a rendezvous
-            int offset = pendOffset[pendHead];
-            int end = pendEnd[pendHead];
-            if (end - offset > room) {
-                break;
+        ByteBuf lent = null; // lent, not yet in the composite
+        try {
+            while (pendCount > 0 && pendSlot[pendHead] >= 0) { // DATA: not a FIN, a ring message or a rendezvous
+                int offset = pendOffset[pendHead];
+                int end = pendEnd[pendHead];
+                if (end - offset > room) {
+                    break;
+                }
+                lent = lend(pendSlot[pendHead], offset, end);
+                if (lent == null) {
+                    break;
+                }
+                dequeue();
+                reposted++;
+                room -= end - offset;
+                if (gathered == null) {
+                    gathered = alloc.compositeDirectBuffer(pendCount + 2).addComponent(true, first);
+                }
+                gathered.addComponent(true, lent);
+                lent = null;
             }
-            ByteBuf lent = lend(pendSlot[pendHead], offset, end);
-            if (lent == null) {
-                break;
+        } catch (Throwable t) {
+            // a receive not posted again (the connection fails), no memory for the composite: what was lent goes back
+            if (lent != null) {
+                lent.release();
             }
-            dequeue();
-            reposted++;
-            room -= end - offset;
-            if (gathered == null) {
-                gathered = alloc.compositeDirectBuffer(pendCount + 2).addComponent(true, first);
-            }
-            gathered.addComponent(true, lent);
+            (gathered != null ? gathered : first).release();
+            throw t;
         }
         return gathered != null ? gathered : first;
     }

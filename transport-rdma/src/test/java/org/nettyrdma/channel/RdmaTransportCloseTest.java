@@ -861,9 +861,9 @@ class RdmaTransportCloseTest {
 
     /**
      * The close time-out counts time without progress, as a socket's kernel gives up on an orphaned connection only
-     * when its peer takes nothing: a close that took 1 MiB along, to a peer that reads one 16 KiB message every 40 ms
-     * (about 2.6 s in all), delivers every byte and ends in order, though its time-out is 1 s. Before, the time-out
-     * counted from the close, which then reset the connection after 1 s with the rest of the writes that had succeeded
+     * when its peer takes nothing: a close that took 2 MiB along, to a peer that reads one 16 KiB message every 40 ms
+     * (about 5 s in all), delivers every byte and ends in order, though its time-out is 2 s. Before, the time-out
+     * counted from the close, which then reset the connection after 2 s with the rest of the writes that had succeeded
      * (an outside user's trial: a reader that paused 15 s after a close lost bytes with the default 10 s).
      */
     @Test
@@ -900,10 +900,10 @@ class RdmaTransportCloseTest {
         try {
             EventRecorder writer = new EventRecorder();
             RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
-                    .option(RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, 1000)
+                    .option(RdmaChannelOption.CLOSE_TIMEOUT_MILLIS, 2000)
                     .handler(writer)
                     .connect(server.localAddress()).sync().channel();
-            byte[] bytes = new byte[1 << 20];
+            byte[] bytes = new byte[2 << 20];
             new java.util.Random(3).nextBytes(bytes);
             ChannelFuture write = RdmaTestSupport.onLoop(client, () -> {
                 ChannelFuture w = client.writeAndFlush(Unpooled.wrappedBuffer(bytes));
