@@ -727,7 +727,9 @@ final class RdmaConnection {
         }
         ch.inputShutdown = true;
         ch.pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
-        ch.pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
+        if (ch.isOpen() && !is(CLOSE_REQUESTED)) { // a handler that closed at the event hears no more (as on NIO, epoll)
+            ch.pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
+        }
         if (is(PEER_GONE) || ch.outputShutdown) {
             unsafe.close(unsafe.voidPromise());
         }

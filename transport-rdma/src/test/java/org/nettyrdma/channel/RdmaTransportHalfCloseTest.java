@@ -173,6 +173,52 @@ class RdmaTransportHalfCloseTest {
         server.close().sync();
     }
 
+    /**
+     * A handler that closes the channel at {@code ChannelInputShutdownEvent} hears nothing more but
+     * {@code channelInactive}: no {@code ChannelInputShutdownReadComplete} after its close, as on NIO and epoll (they
+     * fire it at a later read, which a closed channel never does). An outside user's trial found it fired here.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aHandlerThatClosesAtTheInputShutdownHearsNoMoreUserEvents() throws Exception {
+        List<String> events = new java.util.concurrent.CopyOnWriteArrayList<>();
+        CompletableFuture<Void> inactive = new CompletableFuture<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(ChannelOption.ALLOW_HALF_CLOSURE, true)
+                .childHandler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        ((ByteBuf) msg).release();
+                    }
+
+                    @Override
+                    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+                        events.add(evt.getClass().getSimpleName());
+                        if (evt instanceof ChannelInputShutdownEvent) {
+                            ctx.close();
+                        }
+                    }
+
+                    @Override
+                    public void channelInactive(ChannelHandlerContext ctx) {
+                        events.add("inactive");
+                        inactive.complete(null);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(ChannelOption.ALLOW_HALF_CLOSURE, true).handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            client.writeAndFlush(Unpooled.wrappedBuffer(new byte[100])).sync();
+            client.shutdownOutput().sync();
+            RdmaTestSupport.await(inactive, 10_000, "the child's channelInactive", events::toString);
+            assertEquals(List.of("ChannelInputShutdownEvent", "inactive"), events, "the child's events");
+            client.close().sync();
+        } finally {
+            server.close().sync();
+        }
+    }
+
     @Test
     @Timeout(value = 30, unit = TimeUnit.SECONDS)
     void withoutHalfClosureTheServerClosesAfterReadingEverything() throws Exception {
