@@ -333,6 +333,10 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
             return;
         }
         discarding = true;
+        if (awaitingBudget) { // it pulls nothing more: a wake is for the tables that still read
+            awaitingBudget = false;
+            budget.forget(this);
+        }
         releaseReady();
         for (int k = doneCursor; k < count; k++) {
             int e = index(k);

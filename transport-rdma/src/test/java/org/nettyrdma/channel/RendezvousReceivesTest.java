@@ -162,6 +162,30 @@ class RendezvousReceivesTest {
     }
 
     /**
+     * A table that waits for the loop's bound and then discards (its input shut down) waits no more: the bytes that
+     * come back wake the next table that still reads. Before, the wake went to the discarding table, which took
+     * nothing, and the other waited until some unrelated chunk came back (found by a review).
+     */
+    @Test
+    void aTableThatDiscardsWaitsNoMoreAndTheWakeGoesToOneThatReads() throws IOException {
+        TwoTables t = new TwoTables(2 * MIB);
+        assertEquals(2, t.a.pull(t.pa, alloc));
+        assertEquals(1, t.b.pull(t.pb, alloc));
+        assertEquals(0, t.b.pull(t.pb, alloc));
+        assertEquals(2, t.budget.waiterCount(), "a, then b");
+        t.a.discard();
+        assertEquals(1, t.budget.waiterCount(), "a waits no more");
+        t.pa.complete(t.a); // a's READs in flight complete: their chunks are dropped, their bytes come back
+        t.pa.complete(t.a);
+        assertArrayEquals(new int[] {0, 1}, t.woken, "b woken, not a");
+        assertTrue(t.b.pull(t.pb, alloc) > 0, "b pulls within the bound again");
+        t.a.close();
+        t.b.close();
+        assertEquals(0, t.budget.held());
+        assertEquals(0, t.budget.waiterCount());
+    }
+
+    /**
      * A READ the send queue has no place for gives its bytes back to the loop's bound without waking a waiter: what
      * it waits for (bytes other connections hold) did not come back, and a wake would only queue it again.
      */
