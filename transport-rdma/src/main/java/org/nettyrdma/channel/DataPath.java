@@ -38,6 +38,12 @@ interface DataPath {
     boolean waitsForRoom();
 
     /**
+     * Whether a post was refused: what the path counted as sent (credits spent, bytes settled at post, places taken)
+     * was not, so the stream cannot go on in order; the connection resets.
+     */
+    boolean postRefused();
+
+    /**
      * Posts a probe now: an RDMA READ of one byte of the peer's probe target on iWARP ({@link ProbeRegion}), else of
      * zero bytes naming no memory, which completes only when the peer's device has
      * answered it (on iWARP too), so after it has taken everything posted before; it takes a place in the send queue,

@@ -972,6 +972,13 @@ final class RdmaConnection {
             long settled;
             try {
                 sends.send(in);
+            } catch (Exception e) {
+                if (sends.postRefused()) {
+                    // what the queue counted as sent was not: the peer must see a reset, not an end in order after a
+                    // gap (writes it counted succeeded, as a socket's before a reset)
+                    set(FAILED);
+                }
+                throw e;
             } finally {
                 settled = sends.takeSettledAtPost(); // also when a FileRegion failed after them: their writes succeed
                 if (settled > 0) {

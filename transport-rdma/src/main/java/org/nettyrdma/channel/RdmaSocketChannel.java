@@ -191,6 +191,12 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
     }
 
     private void shutdownOutput0(ChannelPromise promise) {
+        if (conn != null && conn.isRemoving()) {
+            // a write future's listener shuts the output down while a completion or a post removes bytes: right after
+            // it (as close()), or the bytes being removed would be taken along and sent twice
+            eventLoop().execute(() -> shutdownOutput0(promise));
+            return;
+        }
         if (isActive() && conn != null && conn.canCloseGracefully()) {
             // over TCP the flushed bytes are in the socket and go out before the FIN: here the connection takes them
             conn.takeFlushed(unsafe().outboundBuffer());

@@ -44,6 +44,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
 
     private final QueuePair qp;
     private final ProtectionDomain pd;
+    /** A post was refused ({@link DataPath#postRefused()}). */
+    private boolean postRefused;
     private final CreditWindow credits;
     private final FlushedMessages flushed;
     private final RdmaSocketChannelConfig config;
@@ -470,6 +472,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
         }
         int rc = qp.postSend(wrs, 0, count);
         if (rc < 0) {
+            postRefused = true;
             throw new VerbsException("ibv_post_send", -rc, "work request " + wrs.badIndex() + " of " + count);
         }
         postedCount += count;
@@ -482,6 +485,11 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
             }
         }
         updateAwaiting();
+    }
+
+    @Override
+    public boolean postRefused() {
+        return postRefused;
     }
 
     /**
@@ -771,8 +779,11 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
                 } else if (stagingSge >= 0 || sges < maxSge) {
                     int at = base + RdmaProtocol.HEADER_LENGTH + copied;
                     view.limit(at + n).position(at);
-                    buf.getBytes(index, view);
-                    view.clear();
+                    try {
+                        buf.getBytes(index, view);
+                    } finally {
+                        view.clear(); // the view is the loop's, shared by its connections: never left narrowed
+                    }
                     if (stagingSge < 0) {
                         // copied bytes after a zero-copy SGE: a further SGE over the slot (its length set when it
                         // closes), so that frame headers between registered pieces do not end the SEND

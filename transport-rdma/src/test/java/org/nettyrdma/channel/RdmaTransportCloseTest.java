@@ -551,6 +551,47 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * A post of a write refused by the device (here one of the first SENDs): what the send queue counted as sent (its
+     * credit spent, its bytes settled at post) was not, so the stream cannot go on in order. The peer must see a reset,
+     * not an orderly end after a gap. Before, the write succeeded, the channel closed in order, and the peer saw a quiet
+     * end of stream without the bytes (a review of the send path; emulated: the fault injector refuses the post).
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aRefusedPostOfAWriteResetsTheConnection() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "refusing a post needs the emulated fabric's fault injector");
+        EventRecorder reader = new EventRecorder();
+        CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        child.complete((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(reader);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            EventRecorder writer = new EventRecorder();
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .handler(writer).connect(server.localAddress()).sync().channel();
+            RdmaTestSupport.await(child, 10_000, "the accepted channel", () -> "");
+            RdmaTestSupport.onLoop(client, () -> {
+                serverHandlers.get(0).resources().provider().faults().refuseNextPostSend(client.resources().qp,
+                        Errno.ENOMEM);
+                return client.writeAndFlush(Unpooled.copiedBuffer("hello", StandardCharsets.US_ASCII));
+            });
+            RdmaTestSupport.await(writer.inactive, 10_000, "the client's channelInactive", writer::toString);
+            RdmaTestSupport.await(reader.inactive, 10_000, "the child's channelInactive", reader::toString);
+            assertEquals(1, reader.exceptions.size(), () -> "the child hears of the broken stream: " + reader);
+            assertTrue(String.valueOf(reader.exceptions.peek().getMessage()).contains("reset by peer"),
+                    reader::toString);
+            assertFalse(reader.events.contains("read:hello"), reader::toString);
+        } finally {
+            server.close().sync();
+        }
+    }
+
+    /**
      * A server that writes and closes as soon as the connection is up (a banner, a "busy" reply), before the
      * connecting side's greeting has arrived (docs/protocol.md): over TCP those bytes are in the socket already; here
      * the close waits until they could be sent, and the client reads them, then a quiet channelInactive.

@@ -1,6 +1,7 @@
 package org.nettyrdma.channel;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
@@ -27,6 +28,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -171,6 +173,62 @@ class RdmaTransportHalfCloseTest {
         assertTrue(serverReader.exceptions.isEmpty(), () -> "server exceptionCaught: " + serverReader.exceptions);
         assertTrue(clientReader.exceptions.isEmpty(), () -> "client exceptionCaught: " + clientReader.exceptions);
         server.close().sync();
+    }
+
+    /**
+     * {@code shutdownOutput()} from the listener of a write that completes while the bytes of a later write are being
+     * removed (both copied into one SEND, settled at its post): the later write's bytes are sent once. Before, the
+     * shutdown took them along again and the peer got A B B (a review of the send path); now it waits until the
+     * removal is done, as {@code close()} does.
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void shutdownOutputFromAWriteListenerSendsTheLaterWriteOnce() throws Exception {
+        java.io.ByteArrayOutputStream got = new java.io.ByteArrayOutputStream();
+        CompletableFuture<Void> inputShutdown = new CompletableFuture<>();
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(ChannelOption.ALLOW_HALF_CLOSURE, true)
+                .childHandler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        ByteBuf b = (ByteBuf) msg;
+                        synchronized (got) {
+                            got.writeBytes(ByteBufUtil.getBytes(b));
+                        }
+                        b.release();
+                    }
+
+                    @Override
+                    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+                        if (evt instanceof ChannelInputShutdownEvent) {
+                            inputShutdown.complete(null);
+                            ctx.close();
+                        }
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(ChannelOption.ALLOW_HALF_CLOSURE, true).handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            byte[] a = new byte[100];
+            byte[] b = new byte[100];
+            java.util.Arrays.fill(a, (byte) 'a');
+            java.util.Arrays.fill(b, (byte) 'b');
+            RdmaTestSupport.onLoop(client, () -> {
+                client.write(Unpooled.wrappedBuffer(a)).addListener(f -> client.shutdownOutput());
+                return client.writeAndFlush(Unpooled.wrappedBuffer(b));
+            });
+            RdmaTestSupport.await(inputShutdown, 10_000, "the server's input shutdown", () -> got.size() + " bytes");
+            byte[] expected = new byte[200];
+            System.arraycopy(a, 0, expected, 0, 100);
+            System.arraycopy(b, 0, expected, 100, 100);
+            synchronized (got) {
+                assertArrayEquals(expected, got.toByteArray(), "A then B, once each");
+            }
+            client.close().sync();
+        } finally {
+            server.close().sync();
+        }
     }
 
     /**
