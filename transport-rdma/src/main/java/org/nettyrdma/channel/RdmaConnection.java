@@ -175,6 +175,11 @@ final class RdmaConnection {
         return is(DESTROYED);
     }
 
+    /** Whether bytes are posted and not settled (zero-copy ones: the device may still read their buffers). */
+    boolean hasUnsettledSends() {
+        return sends != null && sends.unsettledBytes() > 0;
+    }
+
     boolean finReceived() {
         return is(FIN_RECEIVED);
     }

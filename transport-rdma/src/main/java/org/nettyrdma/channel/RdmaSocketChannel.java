@@ -65,6 +65,8 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
     /** A client's connect under way. */
     private PendingConnect connecting;
     private RdmaConnection conn;
+    /** Our {@link #shutdownOutput()} is under way (it took the flushed writes along), not Netty's after a write error. */
+    private boolean shuttingDownOutput;
     /** Whether the connection was ever set up (ESTABLISHED, or accepted): only then is there something to disconnect. */
     private boolean established;
 
@@ -201,7 +203,12 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             // over TCP the flushed bytes are in the socket and go out before the FIN: here the connection takes them
             conn.takeFlushed(unsafe().outboundBuffer());
         }
-        ((AbstractUnsafe) unsafe()).shutdownOutput(promise);
+        shuttingDownOutput = true;
+        try {
+            ((AbstractUnsafe) unsafe()).shutdownOutput(promise);
+        } finally {
+            shuttingDownOutput = false;
+        }
     }
 
     @Override
@@ -358,9 +365,22 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             throw new NotYetConnectedException();
         }
         outputShutdown = true;
-        if (conn != null) {
-            conn.endOutput();
+        if (conn == null) {
+            return;
         }
+        if (!shuttingDownOutput && conn.hasUnsettledSends()) {
+            // not our shutdownOutput(), which took the flushed writes along: Netty's own, after a write error that was
+            // no IOException (or with AUTO_CLOSE off), which releases every flushed buffer next, also those of
+            // zero-copy SENDs the device may still read. Their QP goes first: the connection resets, and the channel
+            // closes as after any failure
+            logger.debug("{}: the output shut down after a write error with sends in flight; resetting", this);
+            conn.markFailed();
+            RdmaSocketUnsafe u = (RdmaSocketUnsafe) unsafe();
+            u.abort();
+            eventLoop().execute(() -> u.close(u.voidPromise()));
+            return;
+        }
+        conn.endOutput();
     }
 
     /** Whether a connect is under way (or an accepted channel waits for its registration). */

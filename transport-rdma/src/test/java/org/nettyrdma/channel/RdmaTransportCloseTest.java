@@ -592,6 +592,46 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * A write error with {@code AUTO_CLOSE} off (or one that is no {@code IOException}) makes Netty shut the output down
+     * and release every flushed buffer, also that of a zero-copy SEND still posted (held there by the emulated fabric's
+     * {@code stallSends}), which the device may still read. Here the error is a {@code DefaultFileRegion} longer than
+     * its file. The connection's queue pair must be gone
+     * first: the flushed write fails only once no work request names its buffer. Before, it was released under the
+     * posted SEND (a review of the send path).
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void aWriteErrorWithAZeroCopySendInFlightDestroysTheQueuePairBeforeItsBufferIsReleased() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "holding a SEND in flight needs the emulated fabric's fault injector");
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInboundHandlerAdapter()).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            EventRecorder writer = new EventRecorder();
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(ChannelOption.AUTO_CLOSE, false)
+                    .handler(writer).connect(server.localAddress()).sync().channel();
+            java.nio.file.Path shortFile = java.nio.file.Files.createTempFile("close-test", ".bin");
+            java.nio.file.Files.write(shortFile, new byte[100]);
+            shortFile.toFile().deleteOnExit();
+            CompletableFuture<Integer> queuePairsAtRelease = new CompletableFuture<>();
+            ChannelFuture broken = RdmaTestSupport.onLoop(client, () -> {
+                serverHandlers.get(0).resources().provider().faults().stallSends(client.resources().qp);
+                ByteBuf registered = client.alloc().directBuffer(4096).writeZero(4096); // one SEND, zero copy
+                client.writeAndFlush(registered).addListener(f -> queuePairsAtRelease.complete(
+                        f.isSuccess() ? -1 : client.counters().queuePairs()));
+                return client.writeAndFlush(new io.netty.channel.DefaultFileRegion(shortFile.toFile(), 0, 1000));
+            });
+            assertTrue(broken.await(10_000) && !broken.isSuccess(), () -> "the write of a region beyond its file "
+                    + "fails: " + broken + ", " + writer + ", " + client.counters());
+            assertEquals(0, RdmaTestSupport.await(queuePairsAtRelease, 10_000, "the zero-copy write's end",
+                    writer::toString), "queue pairs of the client when its zero-copy write failed (-1: succeeded)");
+            RdmaTestSupport.await(writer.inactive, 10_000, "the client's channelInactive", writer::toString);
+        } finally {
+            server.close().sync();
+        }
+    }
+
+    /**
      * A server that writes and closes as soon as the connection is up (a banner, a "busy" reply), before the
      * connecting side's greeting has arrived (docs/protocol.md): over TCP those bytes are in the socket already; here
      * the close waits until they could be sent, and the client reads them, then a quiet channelInactive.
