@@ -1291,14 +1291,16 @@ final class RdmaConnection {
     }
 
     /**
-     * FIN sent and every send completed: disconnect (the peer has all our data). On iWARP a completed SEND is only in
+     * FIN sent, every send completed and every byte settled: disconnect (the peer has all our data; a rendezvous' bytes,
+     * a buffer the close took along among them, settle only at the peer's DONE, once it READ them). On iWARP a completed SEND is only in
      * this host's TCP send buffer, and the disconnect can reset the TCP connection (it does when data the peer sent is
      * still unread in the socket, a CREDIT or the greeting), which drops what the peer has not yet received: so a
      * READ (a probe's) goes after the FIN first, and only its answer, which the peer's device sends once it has taken
      * everything before it, lets the close finish.
      */
     private void maybeFinishClose() {
-        if (!is(FIN_SENT) || !sends.isIdle() || is(DESTROYED)) {
+        if (!is(FIN_SENT) || !sends.isIdle() || is(DESTROYED)
+                || sends.unsettledBytes() > 0 && !is(PEER_GONE | FAILED)) {
             return;
         }
         if (res.fencesClose && !is(FENCE_POSTED | PEER_GONE | FAILED)) {
