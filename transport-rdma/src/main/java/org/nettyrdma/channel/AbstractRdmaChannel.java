@@ -53,9 +53,9 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         }
         EventLoop first = registeredLoop;
         if (first != null && loop != first) {
-            logger.warn("{}: an RDMA channel cannot move to another event loop ({}): its queue pair and CM id live on the "
-                    + "completion queue and event channel of {}, where it was first registered; register it again on "
-                    + "that loop", this, loop, first);
+            logger.warn("{}: an RDMA channel cannot move to another event loop ({}): its queue pair and CM id live on "
+                    + "the completion queue and event channel of {}, where it was first registered; register it again "
+                    + "on that loop", this, loop, first);
             return false;
         }
         return true;

@@ -533,7 +533,7 @@ final class RdmaConnection {
                 break;
             case RdmaProtocol.TYPE_RNDV: // (checkHeader let it through: the rendezvous was offered or negotiated)
                 if (is(FIN_RECEIVED)) {
-                    // nothing follows a FIN; the table must keep the rendezvous before it, which the FIN is queued behind
+                    // nothing follows a FIN; the table must keep the rendezvous before it (the FIN waits behind it)
                     unsafe.fail(protocolViolation("sent an RNDV message after its FIN"));
                     return;
                 }
@@ -732,7 +732,7 @@ final class RdmaConnection {
         }
         ch.inputShutdown = true;
         ch.pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
-        if (ch.isOpen() && !is(CLOSE_REQUESTED)) { // a handler that closed at the event hears no more (as on NIO, epoll)
+        if (ch.isOpen() && !is(CLOSE_REQUESTED)) { // a handler that closed at the event hears no more (as on epoll)
             ch.pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
         }
         if (is(PEER_GONE) || ch.outputShutdown) {
@@ -1292,11 +1292,11 @@ final class RdmaConnection {
 
     /**
      * FIN sent, every send completed and every byte settled: disconnect (the peer has all our data; a rendezvous' bytes,
-     * a buffer the close took along among them, settle only at the peer's DONE, once it READ them). On iWARP a completed SEND is only in
-     * this host's TCP send buffer, and the disconnect can reset the TCP connection (it does when data the peer sent is
-     * still unread in the socket, a CREDIT or the greeting), which drops what the peer has not yet received: so a
-     * READ (a probe's) goes after the FIN first, and only its answer, which the peer's device sends once it has taken
-     * everything before it, lets the close finish.
+     * a buffer the close took along among them, settle only at the peer's DONE, once it READ them). On iWARP a
+     * completed SEND is only in this host's TCP send buffer, and the disconnect can reset the TCP connection (it does
+     * when data the peer sent is still unread in the socket, a CREDIT or the greeting), which drops what the peer has
+     * not yet received: so a READ (a probe's) goes after the FIN first, and only its answer, which the peer's device
+     * sends once it has taken everything before it, lets the close finish.
      */
     private void maybeFinishClose() {
         if (!is(FIN_SENT) || !sends.isIdle() || is(DESTROYED)
