@@ -491,16 +491,22 @@ class RdmaTransportCloseTest {
      */
     private static Channel nonReadingServer(EventLoopGroup group, EventRecorder events,
                                             CompletableFuture<RdmaSocketChannel> child) throws InterruptedException {
-        return RdmaTestSupport.serverBootstrap(group, group)
+        return recordingServer(RdmaTestSupport.serverBootstrap(group, group)
                 .childOption(ChannelOption.AUTO_READ, false)
-                .childOption(RdmaChannelOption.WRITE_RING, false).childOption(RdmaChannelOption.RENDEZVOUS, false)
-                .childHandler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        child.complete((RdmaSocketChannel) ch);
-                        ch.pipeline().addLast(events);
-                    }
-                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+                .childOption(RdmaChannelOption.WRITE_RING, false).childOption(RdmaChannelOption.RENDEZVOUS, false),
+                events, child);
+    }
+
+    /** {@code bootstrap} bound, with {@code events} in its child's pipeline; the child completes {@code child}. */
+    private static Channel recordingServer(ServerBootstrap bootstrap, EventRecorder events,
+                                           CompletableFuture<RdmaSocketChannel> child) throws InterruptedException {
+        return bootstrap.childHandler(new ChannelInitializer<Channel>() {
+            @Override
+            protected void initChannel(Channel ch) {
+                child.complete((RdmaSocketChannel) ch);
+                ch.pipeline().addLast(events);
+            }
+        }).bind(RdmaTestSupport.anyPort()).sync().channel();
     }
 
     /**
@@ -562,14 +568,7 @@ class RdmaTransportCloseTest {
         assumeFalse(RdmaTestSupport.isNative(), "refusing a post needs the emulated fabric's fault injector");
         EventRecorder reader = new EventRecorder();
         CompletableFuture<RdmaSocketChannel> child = new CompletableFuture<>();
-        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
-                .childHandler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        child.complete((RdmaSocketChannel) ch);
-                        ch.pipeline().addLast(reader);
-                    }
-                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        Channel server = recordingServer(RdmaTestSupport.serverBootstrap(serverGroup, serverGroup), reader, child);
         try {
             EventRecorder writer = new EventRecorder();
             RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)

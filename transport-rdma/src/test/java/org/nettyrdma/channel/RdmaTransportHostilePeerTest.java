@@ -559,30 +559,7 @@ class RdmaTransportHostilePeerTest {
         ExceptionRecorder errors = new ExceptionRecorder();
         AtomicLong delivered = new AtomicLong();
         AtomicLong wrong = new AtomicLong();
-        Channel rdvServer = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
-                .childOption(RdmaChannelOption.RENDEZVOUS, true)
-                .childOption(ChannelOption.AUTO_READ, false)
-                .childHandler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        rdvChildren.add((RdmaSocketChannel) ch);
-                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                            @Override
-                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                                ByteBuf b = (ByteBuf) msg;
-                                byte[] got = new byte[b.readableBytes()]; // one access (paranoid leak detection)
-                                b.getBytes(b.readerIndex(), got);
-                                b.release();
-                                long at = delivered.getAndAdd(got.length);
-                                for (int i = 0; i < got.length; i++) {
-                                    if (got[i] != exposedByte((int) at + i)) {
-                                        wrong.incrementAndGet();
-                                    }
-                                }
-                            }
-                        }, errors);
-                    }
-                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        Channel rdvServer = nonReadingRendezvousServer(false, rdvChildren, errors, delivered, wrong);
         io.netty.util.internal.CleanableDirectBuffer memory = null;
         try (HostilePeer peer = new HostilePeer()) {
             MemoryRegion mr = null;
@@ -647,23 +624,7 @@ class RdmaTransportHostilePeerTest {
         List<RdmaSocketChannel> rdvChildren = new CopyOnWriteArrayList<>();
         ExceptionRecorder errors = new ExceptionRecorder();
         AtomicLong delivered = new AtomicLong();
-        Channel rdvServer = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
-                .childOption(RdmaChannelOption.RENDEZVOUS, true)
-                .childOption(ChannelOption.AUTO_READ, false)
-                .childOption(ChannelOption.ALLOW_HALF_CLOSURE, true)
-                .childHandler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        rdvChildren.add((RdmaSocketChannel) ch);
-                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                            @Override
-                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                                delivered.addAndGet(((ByteBuf) msg).readableBytes());
-                                ((ByteBuf) msg).release();
-                            }
-                        }, errors);
-                    }
-                }).bind(RdmaTestSupport.anyPort()).sync().channel();
+        Channel rdvServer = nonReadingRendezvousServer(true, rdvChildren, errors, delivered, new AtomicLong());
         io.netty.util.internal.CleanableDirectBuffer memory = null;
         try (HostilePeer peer = new HostilePeer()) {
             MemoryRegion mr = null;
@@ -720,6 +681,41 @@ class RdmaTransportHostilePeerTest {
                 ".*sent an RNDV message after its FIN.*"), () -> what + ": the child's failure: " + errors.exceptions);
         assertEquals(0, delivered.get(), what + ": bytes delivered after a protocol violation");
         assertCleanEnd(what, null);
+    }
+
+    /**
+     * A server whose children offer the READ rendezvous and do not read (AUTO_READ off; {@code halfClosure}:
+     * ALLOW_HALF_CLOSURE): each child joins {@code children}, its exceptions go to {@code errors}, and what it reads
+     * counts in {@code delivered}, its bytes that are not {@link #exposedByte} at their offset in {@code wrong}.
+     */
+    private Channel nonReadingRendezvousServer(boolean halfClosure, List<RdmaSocketChannel> children,
+                                               ExceptionRecorder errors, AtomicLong delivered, AtomicLong wrong)
+            throws InterruptedException {
+        return RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childOption(RdmaChannelOption.RENDEZVOUS, true)
+                .childOption(ChannelOption.AUTO_READ, false)
+                .childOption(ChannelOption.ALLOW_HALF_CLOSURE, halfClosure)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel ch) {
+                        children.add((RdmaSocketChannel) ch);
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ByteBuf b = (ByteBuf) msg;
+                                byte[] got = new byte[b.readableBytes()]; // one access (paranoid leak detection)
+                                b.getBytes(b.readerIndex(), got);
+                                b.release();
+                                long at = delivered.getAndAdd(got.length);
+                                for (int i = 0; i < got.length; i++) {
+                                    if (got[i] != exposedByte((int) at + i)) {
+                                        wrong.incrementAndGet();
+                                    }
+                                }
+                            }
+                        }, errors);
+                    }
+                }).bind(RdmaTestSupport.anyPort()).sync().channel();
     }
 
     /** Bytes a server child writes in one buffer of its allocator, alone in its region: it goes by rendezvous. */
