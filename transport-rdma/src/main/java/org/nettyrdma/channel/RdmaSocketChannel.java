@@ -826,12 +826,14 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
                 try {
                     conn.markClosing();
                     id.disconnect();
-                    if (!conn.isFailed()) {
+                    if (!conn.isFailed() && !conn.hasUnsettledSends()) {
                         return; // DISCONNECTED destroys
                     }
                     // a failed connection's peer may never answer (gone, unreachable: the CM then retries its
                     // disconnect request for a minute on RoCE): the QP, its memory and the id go now, and the peer,
-                    // if it is there, has the disconnect request already
+                    // if it is there, has the disconnect request already. So do they with sends in flight: Netty
+                    // releases their writes' buffers right after this, and a disconnected QP may still read them
+                    // (on iWARP rdma_disconnect only drains it); only a destroyed one surely does not
                 } catch (VerbsException e) {
                     logger.debug("rdma_disconnect failed", e);
                 }

@@ -631,6 +631,39 @@ class RdmaTransportCloseTest {
     }
 
     /**
+     * An abortive close ({@code SO_LINGER} 0) with a zero-copy SEND still posted (held by the emulated fabric's
+     * {@code stallSends}): Netty fails and releases the write's buffer right after the close, so the queue pair must be
+     * gone by then; a disconnected one may still read it (on iWARP {@code rdma_disconnect} only drains the QP). Before,
+     * the QP went only at the DISCONNECTED event, after the release (a review of the send path).
+     */
+    @Test
+    @Timeout(value = 30, unit = TimeUnit.SECONDS)
+    void anAbortiveCloseWithAZeroCopySendInFlightDestroysTheQueuePairBeforeItsBufferIsReleased() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "holding a SEND in flight needs the emulated fabric's fault injector");
+        Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                .childHandler(new ChannelInboundHandlerAdapter()).bind(RdmaTestSupport.anyPort()).sync().channel();
+        try {
+            EventRecorder writer = new EventRecorder();
+            RdmaSocketChannel client = (RdmaSocketChannel) RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(ChannelOption.SO_LINGER, 0)
+                    .handler(writer).connect(server.localAddress()).sync().channel();
+            CompletableFuture<Integer> queuePairsAtRelease = new CompletableFuture<>();
+            RdmaTestSupport.onLoop(client, () -> {
+                serverHandlers.get(0).resources().provider().faults().stallSends(client.resources().qp);
+                ByteBuf registered = client.alloc().directBuffer(4096).writeZero(4096); // one SEND, zero copy
+                client.writeAndFlush(registered).addListener(f -> queuePairsAtRelease.complete(
+                        f.isSuccess() ? -1 : client.counters().queuePairs()));
+                return client.close();
+            });
+            assertEquals(0, RdmaTestSupport.await(queuePairsAtRelease, 10_000, "the zero-copy write's end",
+                    writer::toString), "queue pairs of the client when its zero-copy write failed (-1: succeeded)");
+            RdmaTestSupport.await(writer.inactive, 10_000, "the client's channelInactive", writer::toString);
+        } finally {
+            server.close().sync();
+        }
+    }
+
+    /**
      * A server that writes and closes as soon as the connection is up (a banner, a "busy" reply), before the
      * connecting side's greeting has arrived (docs/protocol.md): over TCP those bytes are in the socket already; here
      * the close waits until they could be sent, and the client reads them, then a quiet channelInactive.
