@@ -18,10 +18,11 @@ import java.util.Objects;
 /**
  * Configures grpc-netty's builders for the RDMA transport: the RDMA channel classes, event loops whose
  * {@link RdmaIoHandler} runs them, the registered allocator (gRPC's messages and HTTP/2 frame headers are then
- * written into registered memory; grpc-netty sets its own pooled allocator otherwise. The transport still copies
- * them into its staging today: they reach it as slices, which it does not send from directly), and receive buffers that take a whole HTTP/2 DATA frame with its header. gRPC's own flow-control
- * window (1 MiB, tuned by the client to the measured bandwidth-delay product) and on-ready threshold (32 KiB) are
- * left as they are: larger ones measured no better (docs/grpc.md has the measurements behind each choice).
+ * written into registered memory, and the transport sends gRPC's messages from it without a copy; grpc-netty sets its
+ * own pooled allocator otherwise), receive buffers that take a whole HTTP/2 DATA frame with its header, and an on-ready
+ * threshold of {@link #ON_READY_THRESHOLD} on every call. gRPC's own flow-control window (1 MiB, tuned by the client
+ * to the measured bandwidth-delay product) is left as it is: a larger one measured no better (docs/grpc.md has the
+ * measurements behind each choice).
  *
  * <pre>{@code
  * EventLoopGroup group = RdmaGrpc.newEventLoopGroup(2); // or (2, RdmaGrpc.newIoHandlerConfig().setProvider(...))
@@ -41,6 +42,15 @@ public final class RdmaGrpc {
     public static final int RECEIVE_BUFFER_SIZE = 32 << 10;
     /** Receive buffers per connection: the peer's credits; with {@link #RECEIVE_BUFFER_SIZE}, 1 MiB per connection. */
     public static final int RECEIVE_BUFFER_COUNT = 32;
+    /**
+     * The on-ready threshold of every call (gRPC's default: 32 KiB): gRPC counts a message as queued until the
+     * channel's write of it completes. Over TCP that is when the socket took the bytes; over RDMA a message sent from
+     * registered memory without a copy completes when its SENDs did, and bytes waiting for the peer's credits are not
+     * sent yet. With 32 KiB a stream of 64 KiB messages had one message in flight; 1 MiB is what the peer's receive
+     * buffers take ({@link #RECEIVE_BUFFER_SIZE} x {@link #RECEIVE_BUFFER_COUNT}) and gRPC's flow-control window.
+     * A handler or a call can still set its own ({@link OnReadyThresholds}).
+     */
+    public static final int ON_READY_THRESHOLD = 1 << 20;
 
     private RdmaGrpc() {
     }
@@ -80,11 +90,17 @@ public final class RdmaGrpc {
 
     /**
      * A server on RDMA: {@link RdmaServerSocketChannel}, {@code group} for accepting and for the connections, the
-     * registered allocator and the receive buffers above. Returns {@code builder}.
+     * registered allocator, the receive buffers and the on-ready threshold above. Returns {@code builder}.
      */
     public static NettyServerBuilder configure(NettyServerBuilder builder, EventLoopGroup group) {
+        return configure(builder, group, ON_READY_THRESHOLD);
+    }
+
+    /** {@link #configure(NettyServerBuilder, EventLoopGroup)} with an on-ready threshold of {@code onReadyThreshold}. */
+    public static NettyServerBuilder configure(NettyServerBuilder builder, EventLoopGroup group, int onReadyThreshold) {
         Objects.requireNonNull(group, "group");
-        return builder.channelType(RdmaServerSocketChannel.class)
+        return builder.intercept(OnReadyThresholds.server(onReadyThreshold))
+                .channelType(RdmaServerSocketChannel.class)
                 .bossEventLoopGroup(group)
                 .workerEventLoopGroup(group)
                 .withOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
@@ -94,12 +110,19 @@ public final class RdmaGrpc {
     }
 
     /**
-     * A channel on RDMA: {@link RdmaSocketChannel} on {@code group}, the registered allocator and the receive buffers
-     * above. Returns {@code builder}; plaintext or TLS is still the caller's choice.
+     * A channel on RDMA: {@link RdmaSocketChannel} on {@code group}, the registered allocator, the receive buffers and
+     * the on-ready threshold above. Returns {@code builder}; plaintext or TLS is still the caller's choice.
      */
     public static NettyChannelBuilder configure(NettyChannelBuilder builder, EventLoopGroup group) {
+        return configure(builder, group, ON_READY_THRESHOLD);
+    }
+
+    /** {@link #configure(NettyChannelBuilder, EventLoopGroup)} with an on-ready threshold of {@code onReadyThreshold}. */
+    public static NettyChannelBuilder configure(NettyChannelBuilder builder, EventLoopGroup group,
+                                                int onReadyThreshold) {
         Objects.requireNonNull(group, "group");
-        return builder.channelType(RdmaSocketChannel.class)
+        return builder.intercept(OnReadyThresholds.client(onReadyThreshold))
+                .channelType(RdmaSocketChannel.class)
                 .eventLoopGroup(group)
                 .withOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.DEFAULT)
                 .withOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, RECEIVE_BUFFER_SIZE)

@@ -18,15 +18,16 @@ import org.nettyrdma.channel.RdmaIoHandler;
 import org.nettyrdma.channel.RdmaIoHandlerConfig;
 import org.nettyrdma.channel.RdmaServerSocketChannel;
 import org.nettyrdma.channel.RdmaSocketChannel;
+import org.nettyrdma.grpc.OnReadyThresholds;
 import org.nettyrdma.grpc.RdmaGrpc;
 
 /**
  * One row of the benchmark: how its event loops are made and how it configures gRPC's builders. {@code rdma} is
  * {@link RdmaGrpc}'s configuration (its event loops too); {@code rdma-plain} what a new user writes first (channel
  * types and event loops only: grpc-netty's own allocator, the transport's default receive buffers and event loops);
- * {@code rdma-4m} and {@code rdma-ready} are {@code rdma} with a larger window or on-ready threshold (the
- * alternatives measured before choosing);
- * {@code nio} and {@code epoll} are Netty's TCP transports with gRPC's defaults.
+ * {@code rdma-4m} is {@code rdma} with a larger window, {@code rdma-32k} with gRPC's own on-ready threshold (the
+ * alternatives measured before choosing); {@code nio} and {@code epoll} are Netty's TCP transports with gRPC's
+ * defaults, {@code epoll-1m} epoll with RdmaGrpc's on-ready threshold.
  */
 enum BenchTransport {
     RDMA("rdma") {
@@ -52,16 +53,16 @@ enum BenchTransport {
             return RdmaGrpc.configure(b, g).flowControlWindow(4 << 20);
         }
     },
-    /** RdmaGrpc's configuration with an on-ready threshold of 1 MiB on every call (gRPC's default: 32 KiB). */
-    RDMA_READY("rdma-ready") {
+    /** RdmaGrpc's configuration with gRPC's default on-ready threshold (32 KiB) instead of RdmaGrpc's. */
+    RDMA_32K("rdma-32k") {
         @Override
         NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
-            return RdmaGrpc.configure(b, g).intercept(OnReadyThresholds.server(1 << 20));
+            return RdmaGrpc.configure(b, g, GRPC_ON_READY_THRESHOLD);
         }
 
         @Override
         NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
-            return RdmaGrpc.configure(b, g).intercept(OnReadyThresholds.client(1 << 20));
+            return RdmaGrpc.configure(b, g, GRPC_ON_READY_THRESHOLD);
         }
     },
     RDMA_PLAIN("rdma-plain") {
@@ -96,7 +97,22 @@ enum BenchTransport {
         NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
             return b.channelType(EpollSocketChannel.class).eventLoopGroup(g);
         }
+    },
+    /** epoll with RdmaGrpc's on-ready threshold: what that threshold alone does over TCP. */
+    EPOLL_1M("epoll-1m") {
+        @Override
+        NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
+            return EPOLL.configure(b, g).intercept(OnReadyThresholds.server(RdmaGrpc.ON_READY_THRESHOLD));
+        }
+
+        @Override
+        NettyChannelBuilder configure(NettyChannelBuilder b, EventLoopGroup g) {
+            return EPOLL.configure(b, g).intercept(OnReadyThresholds.client(RdmaGrpc.ON_READY_THRESHOLD));
+        }
     };
+
+    /** gRPC's own on-ready threshold (its {@code AbstractStream.DEFAULT_ONREADY_THRESHOLD}). */
+    static final int GRPC_ON_READY_THRESHOLD = 32 << 10;
 
     final String label;
 
@@ -105,7 +121,11 @@ enum BenchTransport {
     }
 
     boolean isRdma() {
-        return this != NIO && this != EPOLL;
+        return this != NIO && !isEpoll();
+    }
+
+    private boolean isEpoll() {
+        return this == EPOLL || this == EPOLL_1M;
     }
 
     /** One event loop, for a server or a client; RDMA loops on {@code provider}. */
@@ -120,6 +140,7 @@ enum BenchTransport {
             case NIO:
                 return NioIoHandler.newFactory();
             case EPOLL:
+            case EPOLL_1M:
                 return EpollIoHandler.newFactory();
             case RDMA_PLAIN:
                 return RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().setProvider(provider));
@@ -134,6 +155,7 @@ enum BenchTransport {
             case NIO:
                 return new NioSocketChannel();
             case EPOLL:
+            case EPOLL_1M:
                 return new EpollSocketChannel();
             default:
                 return new RdmaSocketChannel();
@@ -146,6 +168,7 @@ enum BenchTransport {
             case NIO:
                 return new NioServerSocketChannel();
             case EPOLL:
+            case EPOLL_1M:
                 return new EpollServerSocketChannel();
             default:
                 return new RdmaServerSocketChannel();
@@ -162,6 +185,7 @@ enum BenchTransport {
                 return t;
             }
         }
-        throw new IllegalArgumentException("unknown transport " + label + " (rdma, rdma-plain, rdma-4m, rdma-ready, nio, epoll)");
+        throw new IllegalArgumentException("unknown transport " + label
+                + " (rdma, rdma-plain, rdma-4m, rdma-32k, nio, epoll, epoll-1m)");
     }
 }
