@@ -46,11 +46,11 @@ public final class RdmaGrpc {
      * The on-ready threshold of every call (gRPC's default: 32 KiB): gRPC counts a message as queued until the
      * channel's write of it completes. Over TCP that is when the socket took the bytes; over RDMA a message sent from
      * registered memory without a copy completes when its SENDs did, and bytes waiting for the peer's credits are not
-     * sent yet. With 32 KiB a stream of 64 KiB messages had one message in flight; 1 MiB is what the peer's receive
-     * buffers take ({@link #RECEIVE_BUFFER_SIZE} x {@link #RECEIVE_BUFFER_COUNT}) and gRPC's flow-control window.
-     * A handler or a call can still set its own ({@link OnReadyThresholds}).
+     * sent yet. With 32 KiB a stream of 64 KiB messages had one message in flight; with 256 KiB it has four (a quarter
+     * of the peer's receive buffers), while a message of 256 KiB or more still goes one at a time (1 MiB measured
+     * worse for 1 MiB messages: docs/grpc.md). A handler or a call can still set its own ({@link OnReadyThresholds}).
      */
-    public static final int ON_READY_THRESHOLD = 1 << 20;
+    public static final int ON_READY_THRESHOLD = 256 << 10;
 
     private RdmaGrpc() {
     }
@@ -96,7 +96,7 @@ public final class RdmaGrpc {
         return configure(builder, group, ON_READY_THRESHOLD);
     }
 
-    /** {@link #configure(NettyServerBuilder, EventLoopGroup)} with an on-ready threshold of {@code onReadyThreshold}. */
+    /** {@link #configure(NettyServerBuilder, EventLoopGroup)} with {@code onReadyThreshold} as the threshold. */
     public static NettyServerBuilder configure(NettyServerBuilder builder, EventLoopGroup group, int onReadyThreshold) {
         Objects.requireNonNull(group, "group");
         return builder.intercept(OnReadyThresholds.server(onReadyThreshold))
@@ -117,7 +117,7 @@ public final class RdmaGrpc {
         return configure(builder, group, ON_READY_THRESHOLD);
     }
 
-    /** {@link #configure(NettyChannelBuilder, EventLoopGroup)} with an on-ready threshold of {@code onReadyThreshold}. */
+    /** {@link #configure(NettyChannelBuilder, EventLoopGroup)} with {@code onReadyThreshold} as the threshold. */
     public static NettyChannelBuilder configure(NettyChannelBuilder builder, EventLoopGroup group,
                                                 int onReadyThreshold) {
         Objects.requireNonNull(group, "group");

@@ -27,7 +27,7 @@ import org.nettyrdma.grpc.RdmaGrpc;
  * types and event loops only: grpc-netty's own allocator, the transport's default receive buffers and event loops);
  * {@code rdma-4m} is {@code rdma} with a larger window, {@code rdma-32k} with gRPC's own on-ready threshold (the
  * alternatives measured before choosing); {@code nio} and {@code epoll} are Netty's TCP transports with gRPC's
- * defaults, {@code epoll-1m} epoll with RdmaGrpc's on-ready threshold.
+ * defaults, {@code epoll-ready} epoll with RdmaGrpc's on-ready threshold.
  */
 enum BenchTransport {
     RDMA("rdma") {
@@ -99,7 +99,7 @@ enum BenchTransport {
         }
     },
     /** epoll with RdmaGrpc's on-ready threshold: what that threshold alone does over TCP. */
-    EPOLL_1M("epoll-1m") {
+    EPOLL_READY("epoll-ready") {
         @Override
         NettyServerBuilder configure(NettyServerBuilder b, EventLoopGroup g) {
             return EPOLL.configure(b, g).intercept(OnReadyThresholds.server(RdmaGrpc.ON_READY_THRESHOLD));
@@ -125,7 +125,7 @@ enum BenchTransport {
     }
 
     private boolean isEpoll() {
-        return this == EPOLL || this == EPOLL_1M;
+        return this == EPOLL || this == EPOLL_READY;
     }
 
     /** One event loop, for a server or a client; RDMA loops on {@code provider}. */
@@ -140,7 +140,7 @@ enum BenchTransport {
             case NIO:
                 return NioIoHandler.newFactory();
             case EPOLL:
-            case EPOLL_1M:
+            case EPOLL_READY:
                 return EpollIoHandler.newFactory();
             case RDMA_PLAIN:
                 return RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().setProvider(provider));
@@ -155,7 +155,7 @@ enum BenchTransport {
             case NIO:
                 return new NioSocketChannel();
             case EPOLL:
-            case EPOLL_1M:
+            case EPOLL_READY:
                 return new EpollSocketChannel();
             default:
                 return new RdmaSocketChannel();
@@ -168,7 +168,7 @@ enum BenchTransport {
             case NIO:
                 return new NioServerSocketChannel();
             case EPOLL:
-            case EPOLL_1M:
+            case EPOLL_READY:
                 return new EpollServerSocketChannel();
             default:
                 return new RdmaServerSocketChannel();
@@ -186,6 +186,6 @@ enum BenchTransport {
             }
         }
         throw new IllegalArgumentException("unknown transport " + label
-                + " (rdma, rdma-plain, rdma-4m, rdma-32k, nio, epoll, epoll-1m)");
+                + " (rdma, rdma-plain, rdma-4m, rdma-32k, nio, epoll, epoll-ready)");
     }
 }

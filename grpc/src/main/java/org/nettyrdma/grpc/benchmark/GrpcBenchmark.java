@@ -29,7 +29,7 @@ import java.util.concurrent.TimeUnit;
  * java -jar grpc/target/netty-rdma-grpc-0.1.0-SNAPSHOT-benchmark.jar [options] [address]
  *   address          an RDMA interface's IP: the native provider there (TCP rows on the same address);
  *                    none: 127.0.0.1 and the emulated provider
- *   --transports=L   comma-separated rows, default rdma,rdma-plain,nio,epoll; also rdma-4m, rdma-32k, epoll-1m
+ *   --transports=L   comma-separated rows, default rdma,rdma-plain,nio,epoll; also rdma-4m, rdma-32k, epoll-ready
  *   --rounds=N       rounds (default 3): each runs every transport once; each cell is the median of the rounds
  *   --scale=S        run lengths times S (default 1; the VM uses less)
  * </pre>
