@@ -16,7 +16,10 @@ import io.grpc.ServerInterceptor;
  * RdmaGrpc#ON_READY_THRESHOLD} with them; they work on any transport.
  *
  * <p>A server handler still decides for its own call ({@code ServerCallStreamObserver.setOnReadyThreshold} after this
- * interceptor ran), and a client call that names a threshold in its {@link CallOptions} keeps it.
+ * interceptor ran), and a client call that names a threshold in its {@link CallOptions} keeps it. A server's
+ * interceptors run in the reverse order in which they were added, so one added after {@link RdmaGrpc#configure} runs
+ * before this one and a threshold it sets is replaced: pass the value to {@code RdmaGrpc.configure(builder, group,
+ * bytes)} instead.
  */
 public final class OnReadyThresholds {
     private OnReadyThresholds() {
