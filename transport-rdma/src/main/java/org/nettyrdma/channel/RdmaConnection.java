@@ -510,12 +510,17 @@ final class RdmaConnection {
         }
         switch (RdmaProtocol.headerType(message)) {
             case RdmaProtocol.TYPE_DATA:
+                if (is(FIN_RECEIVED) && ch.isOpen() && !is(CLOSE_REQUESTED)) {
+                    // nothing follows a FIN (a TCP peer that sends after its FIN is reset)
+                    unsafe.fail(protocolViolation("sent a DATA message after its FIN"));
+                    return;
+                }
                 countReceived(byteLen - RdmaProtocol.HEADER_LENGTH);
                 if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
                     credits.oweData(1); // closing: dropped, but the peer gets the credit back (its FIN may need it)
                     repostQuietly(slot);
-                } else if (ch.inputShutdown || is(FIN_RECEIVED)) {
-                    credits.oweControl();
+                } else if (ch.inputShutdown) {
+                    credits.oweControl(); // shut down here: the peer does not know, its bytes are dropped
                     repostQuietly(slot);
                 } else {
                     recv.enqueue(slot, RdmaProtocol.HEADER_LENGTH, byteLen);
@@ -663,6 +668,9 @@ final class RdmaConnection {
         int at = ring.space.lastOffset();
         if (at < 0) {
             credits.oweControl(); // a PAD: nothing to read
+        } else if (is(FIN_RECEIVED) && ch.isOpen() && !is(CLOSE_REQUESTED)) {
+            unsafe.fail(protocolViolation("wrote into the ring after its FIN")); // nothing follows a FIN
+            return;
         } else {
             countReceived(byteLen);
             ch.counters().ringBytesReceived += byteLen;
@@ -670,7 +678,7 @@ final class RdmaConnection {
             if (!ch.isOpen() || is(CLOSE_REQUESTED)) {
                 ring.space.freeOldest();
                 credits.oweData(1);
-            } else if (ch.inputShutdown || is(FIN_RECEIVED)) {
+            } else if (ch.inputShutdown) {
                 ring.space.freeOldest();
                 credits.oweControl();
             } else {

@@ -288,6 +288,17 @@ class RdmaTransportHostilePeerTest {
         });
     }
 
+    /** DATA after the FIN, to a child that keeps its output open (half-closure): nothing may follow a FIN. */
+    @Test
+    void dataAfterItsFinFailsTheConnection() throws Exception {
+        misbehave("DATA after the FIN", "(?i).*DATA message after its FIN.*", peer -> {
+            RdmaTestSupport.awaitCondition("the child accepted", () -> !children.isEmpty(), 10_000, () -> "none");
+            children.get(0).config().setOption(ChannelOption.ALLOW_HALF_CLOSURE, true);
+            peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
+            peer.sendMessage(RdmaProtocol.TYPE_DATA, 0, 10);
+        });
+    }
+
     /**
      * More messages than the credits the server granted (the server posts no more receives than it granted). A peer
      * that spends its last credits on CREDIT messages gets them back (rule 2 of docs/protocol.md: control credits go
@@ -353,6 +364,16 @@ class RdmaTransportHostilePeerTest {
                 true, 0, (peer, ring) -> peer.writeWithImm((int) ring[2], ring[0], 100, 1000));
     }
 
+    /** Ring bytes after the FIN, to a child that keeps its output open (half-closure): nothing may follow a FIN. */
+    @Test
+    void ringWriteAfterItsFinFailsTheConnection() throws Exception {
+        misbehaveOnRing("a ring write after the FIN", "(?i).*wrote into the ring after its FIN.*", true, true, 0,
+                (peer, ring) -> {
+                    peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
+                    peer.writeWithImm((int) ring[2], ring[0], 100, 100);
+                });
+    }
+
     /** A PAD that is not the ring's tail, after a valid message that was delivered: nothing after it is. */
     @Test
     void ringPadThatIsNotTheTailFailsTheConnection() throws Exception {
@@ -414,6 +435,12 @@ class RdmaTransportHostilePeerTest {
      */
     private void misbehaveOnRing(String what, String violation, boolean autoRead, long delivered,
                                  RingMisbehaviour misbehaviour) throws Exception {
+        misbehaveOnRing(what, violation, autoRead, false, delivered, misbehaviour);
+    }
+
+    /** As above, the children allowing half-closure if {@code halfClosure} (a FIN then leaves them open). */
+    private void misbehaveOnRing(String what, String violation, boolean autoRead, boolean halfClosure, long delivered,
+                                 RingMisbehaviour misbehaviour) throws Exception {
         List<Channel> ringChildren = new CopyOnWriteArrayList<>();
         ExceptionRecorder errors = new ExceptionRecorder();
         ringDelivered.set(0);
@@ -422,6 +449,7 @@ class RdmaTransportHostilePeerTest {
                 .childOption(RdmaChannelOption.WRITE_RING, true)
                 .childOption(RdmaChannelOption.RING_SIZE, 64 << 10)
                 .childOption(ChannelOption.AUTO_READ, autoRead)
+                .childOption(ChannelOption.ALLOW_HALF_CLOSURE, halfClosure)
                 .childHandler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel ch) {
