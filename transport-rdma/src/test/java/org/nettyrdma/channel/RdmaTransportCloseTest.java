@@ -614,10 +614,7 @@ class RdmaTransportCloseTest {
             shortFile.toFile().deleteOnExit();
             CompletableFuture<Integer> queuePairsAtRelease = new CompletableFuture<>();
             ChannelFuture broken = RdmaTestSupport.onLoop(client, () -> {
-                serverHandlers.get(0).resources().provider().faults().stallSends(client.resources().qp);
-                ByteBuf registered = client.alloc().directBuffer(4096).writeZero(4096); // one SEND, zero copy
-                client.writeAndFlush(registered).addListener(f -> queuePairsAtRelease.complete(
-                        f.isSuccess() ? -1 : client.counters().queuePairs()));
+                stalledZeroCopyWrite(client, queuePairsAtRelease);
                 return client.writeAndFlush(new io.netty.channel.DefaultFileRegion(shortFile.toFile(), 0, 1000));
             });
             assertTrue(broken.await(10_000) && !broken.isSuccess(), () -> "the write of a region beyond its file "
@@ -628,6 +625,18 @@ class RdmaTransportCloseTest {
         } finally {
             server.close().sync();
         }
+    }
+
+    /**
+     * On the client's loop: holds its SENDs in flight (the emulated fabric's {@code stallSends}) and writes one
+     * zero-copy SEND of a registered buffer; {@code queuePairsAtRelease} gets the client's queue pairs when that write
+     * failed (its buffer released), -1 if it succeeded.
+     */
+    private void stalledZeroCopyWrite(RdmaSocketChannel client, CompletableFuture<Integer> queuePairsAtRelease) {
+        serverHandlers.get(0).resources().provider().faults().stallSends(client.resources().qp);
+        ByteBuf registered = client.alloc().directBuffer(4096).writeZero(4096); // one SEND, zero copy
+        client.writeAndFlush(registered).addListener(f -> queuePairsAtRelease.complete(
+                f.isSuccess() ? -1 : client.counters().queuePairs()));
     }
 
     /**
@@ -649,10 +658,7 @@ class RdmaTransportCloseTest {
                     .handler(writer).connect(server.localAddress()).sync().channel();
             CompletableFuture<Integer> queuePairsAtRelease = new CompletableFuture<>();
             RdmaTestSupport.onLoop(client, () -> {
-                serverHandlers.get(0).resources().provider().faults().stallSends(client.resources().qp);
-                ByteBuf registered = client.alloc().directBuffer(4096).writeZero(4096); // one SEND, zero copy
-                client.writeAndFlush(registered).addListener(f -> queuePairsAtRelease.complete(
-                        f.isSuccess() ? -1 : client.counters().queuePairs()));
+                stalledZeroCopyWrite(client, queuePairsAtRelease);
                 return client.close();
             });
             assertEquals(0, RdmaTestSupport.await(queuePairsAtRelease, 10_000, "the zero-copy write's end",
