@@ -953,7 +953,9 @@ public abstract class VerbsConformanceSuite {
      * A SEND with FENCE completes only after the RDMA READ posted ahead of it, on every device: siw completes an unfenced
      * SEND once its TCP stack took it, before the READ's response came (in 35 of 200 tries with a 0-byte READ, 146 of
      * 200 with 4 KiB; see {@link #mixedChainCompletesInOrder}), and the transport retires its send slots in posted
-     * order, so it fences the request it posts right behind its keep-alive probe.
+     * order, so it fences the request it posts right behind its keep-alive probe. The short READs are the probe's
+     * length: 0 bytes, but 1 byte on iWARP, where the transport's probe reads one byte because siw may answer a
+     * zero-length READ with a stale SGE's length (a general error on the READ: CI saw it once here on siw0).
      */
     @Test
     void fencedSendCompletesAfterTheReadBeforeIt() throws Exception {
@@ -963,8 +965,9 @@ public abstract class VerbsConformanceSuite {
         MemoryRegion out = client.register(SIZE, LOCAL_WRITE);
         MemoryRegion local = client.register(SIZE, LOCAL_WRITE);
         write(out, 0, pattern(16, 5));
+        int probeLength = fx.device.attributes().transport() == Transport.IWARP ? 1 : 0;
         for (int t = 0; t < 100; t++) {
-            int length = t % 2 == 0 ? 0 : SIZE;
+            int length = t % 2 == 0 ? probeLength : SIZE;
             postRecvs(in, 1, 16);
             fx.wr(0, 2 * t, WrOpcode.RDMA_READ, SIGNALED, local, 0, length).remote(0, target.address(), target.rkey());
             fx.wr(1, 2 * t + 1, WrOpcode.SEND, SIGNALED | SendFlags.FENCE, out, 0, 16);
