@@ -66,6 +66,8 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
     private final int[] doneRkeys;
     private int doneHead;
     private int doneCount;
+    /** The DONEs posted, mod 2^32: the id of the next DONE owed, since they go in RNDV order. */
+    private int donesPosted;
     /** Per entry: bytes whose READs have completed. */
     private final int[] read;
     /** The pipeline reads nothing more: entries are not pulled further, and forgotten once their DONE is owed. */
@@ -115,6 +117,11 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
         }
         if (count == ids.length) {
             return "sent more RNDVs than it had credits for";
+        }
+        if (id - donesPosted >= RendezvousSends.MAX_RENDEZVOUS) {
+            // the peer knows of no DONE this side has not posted: an honest one has fewer outstanding than it thinks
+            return "sent an RNDV while " + RendezvousSends.MAX_RENDEZVOUS + " of its rendezvous awaited their DONE "
+                    + "(at most " + RendezvousSends.MAX_RENDEZVOUS + " may be outstanding)";
         }
         int e = index(count);
         ids[e] = id;
@@ -249,6 +256,9 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
             if (read[e] != lengths[e]) {
                 break;
             }
+            if (doneCount == doneIds.length) { // cannot be: onRendezvous bounds the rendezvous without their DONE
+                throw new IllegalStateException("rendezvous table owes more DONEs than it has places for: " + doneCount);
+            }
             int d = doneHead + doneCount;
             d = d >= doneIds.length ? d - doneIds.length : d;
             doneIds[d] = ids[e];
@@ -320,6 +330,7 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
     void donePosted() {
         doneHead = doneHead + 1 == doneIds.length ? 0 : doneHead + 1;
         doneCount--;
+        donesPosted++;
     }
 
     /**

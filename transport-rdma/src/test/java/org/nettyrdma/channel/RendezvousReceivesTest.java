@@ -303,7 +303,7 @@ class RendezvousReceivesTest {
             long[] readPerEntry = new long[100];
             for (int step = 0; step < 300; step++) {
                 int a = rnd.nextInt(4);
-                if (a == 0 && queued < credits && sentId < 100) {
+                if (a == 0 && queued < credits && sentId - doneExpected < RendezvousSends.MAX_RENDEZVOUS && sentId < 100) {
                     int length = 1 + rnd.nextInt(3 * chunk + 10);
                     int rkey = 100 + sentId;
                     assertNull(t.onRendezvous(rndv(sentId, length, rkey)));
@@ -397,6 +397,52 @@ class RendezvousReceivesTest {
         for (ByteBuf b : p.all) {
             assertEquals(0, b.refCnt());
         }
+    }
+
+    /**
+     * A discarding table owes an RNDV's DONE at once and forgets the entry, so the credit limit no longer bounds the
+     * DONEs owed: the peer's limit of four rendezvous outstanding does (a fifth overwrote the first DONE owed).
+     */
+    @Test
+    void aFifthRndvWhileFourAwaitTheirDoneIsRefusedWhenDiscarding() throws IOException {
+        RendezvousReceives t = table(4, 100, 1000, 2);
+        t.discard();
+        for (int i = 0; i < 4; i++) {
+            assertNull(t.onRendezvous(rndv(i, 10, i + 1)));
+        }
+        assertEquals("sent an RNDV while 4 of its rendezvous awaited their DONE (at most 4 may be outstanding)",
+                t.onRendezvous(rndv(4, 10, 5)));
+        t.donePosted(); // DONE 0 is out: the peer may start one more
+        assertNull(t.onRendezvous(rndv(4, 10, 5)));
+        for (int i = 1; i <= 4; i++) {
+            assertEquals(i, t.doneId(), "DONEs in RNDV order");
+            assertEquals(i + 1, t.doneRkey());
+            t.donePosted();
+        }
+        assertFalse(t.owesDone());
+        t.close();
+    }
+
+    /** Delivered rendezvous whose DONE is not posted yet (no place in the send queue) still count as outstanding. */
+    @Test
+    void aFifthRndvWhileFourDeliveredAwaitTheirDoneIsRefused() throws IOException {
+        RendezvousReceives t = table(4, 100, 1000, 4);
+        FakePoster p = new FakePoster();
+        for (int i = 0; i < 4; i++) {
+            assertNull(t.onRendezvous(rndv(i, 10, i + 1)));
+        }
+        assertEquals(4, t.pull(p, alloc));
+        for (int i = 0; i < 4; i++) {
+            p.complete(t);
+        }
+        for (int i = 0; i < 4; i++) {
+            t.takeChunk().release();
+            assertTrue(t.headDelivered(), "its credit is owed back: the table has room again");
+        }
+        assertTrue(t.owesDone());
+        assertEquals("sent an RNDV while 4 of its rendezvous awaited their DONE (at most 4 may be outstanding)",
+                t.onRendezvous(rndv(4, 10, 5)));
+        t.close();
     }
 
     @Test
