@@ -80,6 +80,12 @@ final class RdmaConnection {
     /** An RNDV came before this side learnt the negotiation; {@link #peerReady} checks it was negotiated. */
     private boolean earlyRendezvous;
     /**
+     * Before the handshake was known: a CREDIT returned credits (a pooled credits' CREDIT), one carried a released count
+     * (a WRITE ring's); {@link #peerReady} fails the connection if the path was not negotiated, as a later one would.
+     */
+    private boolean earlyReturned;
+    private boolean earlyRingCredit;
+    /**
      * Protocol v2: the peer's RING message, when it came before this side learnt the negotiation (a connecting side's
      * loop may see the accepted side's first messages before ESTABLISHED); taken at {@link #peerReady}.
      */
@@ -288,6 +294,13 @@ final class RdmaConnection {
         if (earlyRendezvous && !rendezvous) {
             throw protocolViolation("sent an RNDV message though the READ rendezvous was not negotiated");
         }
+        if (earlyReturned && !pooled) {
+            throw protocolViolation("returned credits in a CREDIT message though pooled credits were not negotiated");
+        }
+        if (earlyRingCredit && !writeRing) {
+            throw protocolViolation("sent a CREDIT message with a released count though the WRITE ring was not "
+                    + "negotiated");
+        }
         sends = res.openSendQueue(credits, flushed, Math.min(p.receiveBufferSize, res.recvSize), writeRing,
                 rendezvous, this::touch);
         if (!p.solicits()) {
@@ -489,6 +502,10 @@ final class RdmaConnection {
             violation = credits.onReceived(RdmaProtocol.headerCredits(message));
         }
         int returned = pooled ? RdmaProtocol.headerReturned(message) : 0; // 0 unless a CREDIT (checkHeader)
+        if (sends == null) {
+            earlyReturned |= returned > 0;
+            earlyRingCredit |= ring && byteLen == RdmaProtocol.RING_CREDIT_LENGTH && type == RdmaProtocol.TYPE_CREDIT;
+        }
         if (violation == null && returned > 0) {
             violation = credits.onReturned(returned);
             if (violation == null && window != null) {

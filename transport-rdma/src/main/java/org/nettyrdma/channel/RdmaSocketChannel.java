@@ -700,13 +700,18 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             }
         }
 
-        /** A failure of the connection: the channel reports it and closes (never the loop). */
+        /**
+         * A failure of the connection: the channel reports it and closes (never the loop); before the connect
+         * completed, its future fails with the cause (as a refused connect's does) and the pipeline hears nothing.
+         */
         @Override
         public void fail(Throwable cause) {
             if (conn != null) {
                 conn.markFailed();
             }
-            if (isOpen()) {
+            if (connecting != null) {
+                failConnect(cause);
+            } else if (isOpen()) {
                 pipeline().fireExceptionCaught(cause);
                 close(voidPromise());
             } else {

@@ -70,6 +70,8 @@ final class HostilePeer implements AutoCloseable {
     int rejectReason;
     String rejectText;
     boolean disconnected;
+    /** The listening id of a hostile server ({@link #listen}); {@link #id} is then the accepted connection's. */
+    private CmId listener;
 
     HostilePeer() throws Exception {
         channel = provider.createEventChannel();
@@ -111,6 +113,36 @@ final class HostilePeer implements AutoCloseable {
         assertEquals(CmEventType.ADDR_RESOLVED, nextEvent(10_000), this::toString);
         id.resolveRoute(2000);
         assertEquals(CmEventType.ROUTE_RESOLVED, nextEvent(10_000), this::toString);
+        createQp();
+        byte[] handshake = offerProbeTarget
+                ? RdmaProtocol.withProbeTarget(privateData, sendMr.address() + 65536 - 8, sendMr.rkey()) : privateData;
+        id.connect(new ConnectionParameters(handshake, 1, 1, 7, 7));
+    }
+
+    /** A hostile server instead: listens on {@code address} (port 0: any free one) and returns where. */
+    InetSocketAddress listen(InetSocketAddress address) throws Exception {
+        listener = id;
+        listener.bind(address);
+        listener.listen(4);
+        return listener.localAddress();
+    }
+
+    /** Takes the next connect request to {@link #listen}'s address: {@link #accept} answers it. */
+    void awaitConnectRequest() throws Exception {
+        assertEquals(CmEventType.CONNECT_REQUEST, nextEvent(10_000), this::toString);
+        id = event.id();
+    }
+
+    /**
+     * Accepts the connect request taken with {@code handshake}, its QP's receives posted: returns at once, before the
+     * connecting side has taken its ESTABLISHED.
+     */
+    void accept(byte[] handshake) throws Exception {
+        createQp();
+        id.accept(new ConnectionParameters(handshake, 1, 1, 7, 7));
+    }
+
+    private void createQp() throws Exception {
         pd = id.device().allocPd();
         cq = id.device().createCq(256, null);
         qp = id.createQp(pd, new QpInitAttributes(cq, cq, 64, RECEIVES, 1, 1, 0, false));
@@ -120,9 +152,6 @@ final class HostilePeer implements AutoCloseable {
         for (int slot = 0; slot < RECEIVES; slot++) {
             postRecv(slot);
         }
-        byte[] handshake = offerProbeTarget
-                ? RdmaProtocol.withProbeTarget(privateData, sendMr.address() + 65536 - 8, sendMr.rkey()) : privateData;
-        id.connect(new ConnectionParameters(handshake, 1, 1, 7, 7));
     }
 
     /** A SEND of a protocol header ({@code type}, {@code credits}) and {@code payload} bytes of 0xEE. */
@@ -400,6 +429,9 @@ final class HostilePeer implements AutoCloseable {
     @Override
     public void close() throws Exception {
         closeConnection();
+        if (listener != null && listener != id) {
+            listener.close();
+        }
         waiter.close();
         channel.close();
         recvMemory.clean();

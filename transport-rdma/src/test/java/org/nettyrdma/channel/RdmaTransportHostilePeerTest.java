@@ -506,6 +506,79 @@ class RdmaTransportHostilePeerTest {
         assertCleanEnd(what, null);
     }
 
+    // ---- a hostile server: messages that beat the connecting side's ESTABLISHED -------------------------------------
+
+    static Stream<Arguments> earlyMessagesOfPathsNotNegotiated() {
+        ByteBuffer ring = ByteBuffer.allocate(RdmaProtocol.RING_MESSAGE_LENGTH);
+        RdmaProtocol.putHeader(ring, 0, RdmaProtocol.TYPE_RING, 0);
+        ring.putLong(RdmaProtocol.HEADER_LENGTH, 0x1000).putInt(RdmaProtocol.HEADER_LENGTH + 8, 1 << 20);
+        ByteBuffer returned = ByteBuffer.allocate(RdmaProtocol.HEADER_LENGTH);
+        RdmaProtocol.putHeader(returned, 0, RdmaProtocol.TYPE_CREDIT, 1, 0);
+        ByteBuffer ringCredit = ByteBuffer.allocate(RdmaProtocol.RING_CREDIT_LENGTH);
+        RdmaProtocol.putHeader(ringCredit, 0, RdmaProtocol.TYPE_CREDIT, 0);
+        // the client offers the path (pooled credits: the default, unless it offers the WRITE ring)
+        return Stream.of(
+                Arguments.of("a RING message", RdmaChannelOption.WRITE_RING, ring.array(),
+                        "sent a RING message though the WRITE ring was not negotiated"),
+                Arguments.of("an RNDV message", RdmaChannelOption.RENDEZVOUS, rndv(0, 4096, 0x1000, 0x1234),
+                        "sent an RNDV message though the READ rendezvous was not negotiated"),
+                Arguments.of("a CREDIT returning a credit", null, returned.array(),
+                        "returned credits in a CREDIT message though pooled credits were not negotiated"),
+                Arguments.of("a CREDIT with a released count", RdmaChannelOption.WRITE_RING, ringCredit.array(),
+                        "sent a CREDIT message with a released count though the WRITE ring was not negotiated"),
+                // not offered either (the ring's side offers no pooled credits): refused at once, while connecting
+                Arguments.of("a CREDIT returning a credit to a side with the ring", RdmaChannelOption.WRITE_RING,
+                        returned.array(), "sent a header whose reserved byte is 1, not 0"));
+    }
+
+    /**
+     * Data can reach the connecting side before its loop has taken ESTABLISHED (the accepted side may send once it
+     * accepted), and until then the connecting side reads the messages of every path it offered, since the handshake
+     * that says which were negotiated comes with ESTABLISHED. A hostile server answers a client that offers the WRITE
+     * ring, the READ rendezvous or pooled credits with v1 and sends at once a message of that path, while the client's
+     * loop is held: the connect fails naming it, as the same message after the handshake would fail the connection,
+     * and the client keeps nothing. (Before 2026-12-06 the first two CREDIT cases were accepted silently, and a violation
+     * seen while connecting, the last case, failed the connect with a bare ClosedChannelException.)
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("earlyMessagesOfPathsNotNegotiated")
+    void anEarlyMessageOfAPathNotNegotiatedFailsTheConnect(String what, ChannelOption<Boolean> offered,
+                                                           byte[] message, String violation) throws Exception {
+        ChannelFuture connect;
+        try (HostilePeer hostileServer = new HostilePeer()) {
+            java.net.InetSocketAddress address = hostileServer.listen(RdmaTestSupport.anyPort());
+            connect = RdmaTestSupport.clientBootstrap(clientGroup)
+                    .option(offered == null ? RdmaChannelOption.RENDEZVOUS : offered, offered != null)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(address);
+            hostileServer.awaitConnectRequest();
+            java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
+            java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+            connect.channel().eventLoop().execute(() -> {
+                held.countDown();
+                try {
+                    release.await(10, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            try {
+                assertTrue(held.await(10, TimeUnit.SECONDS), what + ": the client's loop was not held");
+                hostileServer.accept(RdmaProtocol.handshake(SERVER_RECEIVE_SIZE, 16));
+                hostileServer.sendBytes(message, message.length);
+            } finally {
+                release.countDown(); // the loop polls its completion queues before its RDMA CM events
+            }
+            assertTrue(connect.await(10, TimeUnit.SECONDS), what + ": the connect did not end; " + hostileServer);
+        }
+        Throwable cause = connect.cause();
+        assertTrue(cause instanceof RdmaProtocolViolationException
+                && String.valueOf(cause.getMessage()).endsWith(violation),
+                () -> what + ": the connect should fail with a protocol violation ending \"" + violation + "\", got "
+                        + (cause == null ? "success" : RdmaTestSupport.describe(cause)));
+        assertCleanEnd(what, null);
+    }
+
     // ---- protocol v2's READ rendezvous ----------------------------------------------------------------------------
 
     /** An RNDV naming memory the peer does not expose: the server's READ is refused and the child fails saying so. */
