@@ -544,6 +544,8 @@ class RdmaTransportHostilePeerTest {
     @MethodSource("earlyMessagesOfPathsNotNegotiated")
     void anEarlyMessageOfAPathNotNegotiatedFailsTheConnect(String what, ChannelOption<Boolean> offered,
                                                            byte[] message, String violation) throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "on a device the connecting side's QP takes the server's SEND only once "
+                + "librdmacm moved it to RTR, as it hands over ESTABLISHED: the order cannot be forced (emulated only)");
         ChannelFuture connect;
         try (HostilePeer hostileServer = new HostilePeer()) {
             java.net.InetSocketAddress address = hostileServer.listen(RdmaTestSupport.anyPort());
