@@ -119,7 +119,7 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
             return "sent more RNDVs than it had credits for";
         }
         if (id - donesPosted >= RendezvousSends.MAX_RENDEZVOUS) {
-            // the peer knows of no DONE this side has not posted: an honest one has fewer outstanding than it thinks
+            // an honest peer hears of a DONE only after it was posted: it never has fewer outstanding than counted here
             return "sent an RNDV while " + RendezvousSends.MAX_RENDEZVOUS + " of its rendezvous awaited their DONE "
                     + "(at most " + RendezvousSends.MAX_RENDEZVOUS + " may be outstanding)";
         }
