@@ -257,7 +257,8 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
                 break;
             }
             if (doneCount == doneIds.length) { // cannot be: onRendezvous bounds the rendezvous without their DONE
-                throw new IllegalStateException("rendezvous table owes more DONEs than it has places for: " + doneCount);
+                throw new IllegalStateException("rendezvous table owes more DONEs than it has places for: "
+                        + doneCount);
             }
             int d = doneHead + doneCount;
             d = d >= doneIds.length ? d - doneIds.length : d;
