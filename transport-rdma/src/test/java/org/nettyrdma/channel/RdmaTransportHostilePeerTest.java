@@ -516,7 +516,7 @@ class RdmaTransportHostilePeerTest {
         RdmaProtocol.putHeader(returned, 0, RdmaProtocol.TYPE_CREDIT, 1, 0);
         ByteBuffer ringCredit = ByteBuffer.allocate(RdmaProtocol.RING_CREDIT_LENGTH);
         RdmaProtocol.putHeader(ringCredit, 0, RdmaProtocol.TYPE_CREDIT, 0);
-        // the client offers the path (pooled credits: the default, unless it offers the WRITE ring)
+        // the client offers the path (null: pooled credits, the default of a client that does not offer the ring)
         return Stream.of(
                 Arguments.of("a RING message", RdmaChannelOption.WRITE_RING, ring.array(),
                         "sent a RING message though the WRITE ring was not negotiated"),
@@ -550,7 +550,8 @@ class RdmaTransportHostilePeerTest {
         try (HostilePeer hostileServer = new HostilePeer()) {
             java.net.InetSocketAddress address = hostileServer.listen(RdmaTestSupport.anyPort());
             connect = RdmaTestSupport.clientBootstrap(clientGroup)
-                    .option(offered == null ? RdmaChannelOption.RENDEZVOUS : offered, offered != null)
+                    // pooled credits: offered with the shared receive queue (the default), unless the ring is
+                    .option(offered == null ? RdmaChannelOption.WRITE_RING : offered, offered != null)
                     .handler(new ChannelInboundHandlerAdapter())
                     .connect(address);
             hostileServer.awaitConnectRequest();
