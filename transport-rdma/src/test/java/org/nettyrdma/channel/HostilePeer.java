@@ -35,7 +35,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * A client written against the verbs SPI: its own protection domain, CQ and QP, 16 receives of 16 KiB posted
- * before it connects with whatever private data it likes, then any message, credit or remote access it likes.
+ * before it connects with whatever private data it likes, then any message, credit or remote access it likes; or,
+ * with {@link #listen}, a server that accepts with whatever handshake it likes and behaves as freely.
  */
 final class HostilePeer implements AutoCloseable {
     private static final int RECEIVES = 16;
