@@ -280,9 +280,7 @@ class RdmaTransportHostilePeerTest {
     @Test
     void secondFinFailsTheConnection() throws Exception {
         misbehave("two FINs", "(?i).*second FIN.*", peer -> {
-            // half-closure: the first FIN leaves the child open, so the second one meets it
-            RdmaTestSupport.awaitCondition("the child accepted", () -> !children.isEmpty(), 10_000, () -> "none");
-            children.get(0).config().setOption(ChannelOption.ALLOW_HALF_CLOSURE, true);
+            allowHalfClosureOnTheChild(); // the first FIN leaves the child open, so the second one meets it
             peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
             peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
         });
@@ -292,11 +290,16 @@ class RdmaTransportHostilePeerTest {
     @Test
     void dataAfterItsFinFailsTheConnection() throws Exception {
         misbehave("DATA after the FIN", "(?i).*DATA message after its FIN.*", peer -> {
-            RdmaTestSupport.awaitCondition("the child accepted", () -> !children.isEmpty(), 10_000, () -> "none");
-            children.get(0).config().setOption(ChannelOption.ALLOW_HALF_CLOSURE, true);
+            allowHalfClosureOnTheChild();
             peer.sendMessage(RdmaProtocol.TYPE_FIN, 0, 0);
             peer.sendMessage(RdmaProtocol.TYPE_DATA, 0, 10);
         });
+    }
+
+    /** Once the server has accepted the hostile connection: its child keeps its output open at the peer's FIN. */
+    private void allowHalfClosureOnTheChild() throws Exception {
+        RdmaTestSupport.awaitCondition("the child accepted", () -> !children.isEmpty(), 10_000, () -> "none");
+        children.get(0).config().setOption(ChannelOption.ALLOW_HALF_CLOSURE, true);
     }
 
     /**
