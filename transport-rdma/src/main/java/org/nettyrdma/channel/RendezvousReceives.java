@@ -101,8 +101,9 @@ final class RendezvousReceives implements ReadAheadBudget.Waiter {
         chunks = new ByteBuf[maxChunks];
         chunkSlots = new int[maxChunks];
         chunkLengths = new int[maxChunks];
-        doneIds = new int[maxEntries];
-        doneRkeys = new int[maxEntries];
+        // onRendezvous refuses an RNDV while MAX_RENDEZVOUS await their DONE: no more can be owed at once
+        doneIds = new int[RendezvousSends.MAX_RENDEZVOUS];
+        doneRkeys = new int[RendezvousSends.MAX_RENDEZVOUS];
     }
 
     /**
