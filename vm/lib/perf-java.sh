@@ -2,8 +2,9 @@
 #
 # JIT c1 (the default): C1 only, as every other Java run in the guest (docs/vm.md): with C2 as well, the JVM crashes
 # now and then under multi-threaded TCG, in compiled code the JIT rewrote under another virtual CPU. c2: the JVM's own
-# default (tiered, C2 included), as on a real host: per-message work is 2-3 x cheaper there than C1's code; a run that
-# the emulator kills that way (exit 134 and a new hs_err file) is run again, at most twice, and says so.
+# default (tiered, C2 included), as on a real host, where the guest's 64 B round trip is about half of C1's
+# (docs/performance.md); a run the emulator kills that way (exit 134 and a new hs_err file) is run again, at most
+# twice, and says so.
 
 # the JVM options of JIT $1 (c1, c2)
 perf_jit_opts() {
