@@ -2,9 +2,10 @@
 #
 # JIT c1 (the default): C1 only, as every other Java run in the guest (docs/vm.md): with C2 as well, the JVM crashes
 # now and then under multi-threaded TCG, in compiled code the JIT rewrote under another virtual CPU. c2: the JVM's own
-# default (tiered, C2 included), as on a real host, where the guest's 64 B round trip is about half of C1's
-# (docs/performance.md); a run the emulator kills that way (exit 134 and a new hs_err file) is run again, at most
-# twice, and says so.
+# default (tiered, C2 included), as a real host runs it; in the guest it halves the perf tool's 64 B round trip
+# (docs/performance.md). A run the emulator kills that way (exit 134, and the hs_err file of that run names a
+# JIT-compiled Java frame as the problem) is run again, at most twice, and says so; any other crash (in the native
+# library, say) fails the script as before.
 
 # the JVM options of JIT $1 (c1, c2)
 perf_jit_opts() {
@@ -17,16 +18,16 @@ perf_jit_opts() {
 
 # perf_java JIT DIR JAVA-ARGS...: java with the serial collector, JIT's options and hs_err files written into DIR
 perf_java() {
-  local jit=$1 dir=$2 try rc before opts
+  local jit=$1 dir=$2 try rc opts stamp frame
   shift 2
   opts=$(perf_jit_opts "$jit")
   for try in 1 2 3; do
-    before=$(find "$dir" -maxdepth 1 -name 'hs_err_*.log' | wc -l)
+    stamp=$(date +%s%N) # a name of this run's own: guest pids repeat from boot to boot, DIR may be reused
     rc=0
-    java -XX:+UseSerialGC $opts -XX:ErrorFile="$dir/hs_err_%p.log" "$@" || rc=$?
-    if ((rc == 134 && try < 3)) && [ "$jit" = c2 ] &&
-      (($(find "$dir" -maxdepth 1 -name 'hs_err_*.log' | wc -l) > before)); then
-      echo "== the JVM crashed in JIT-compiled code (C2 under qemu TCG, docs/vm.md; $dir/hs_err_*.log): run again"
+    java -XX:+UseSerialGC $opts -XX:ErrorFile="$dir/hs_err_${stamp}_%p.log" "$@" || rc=$?
+    frame=$(cat "$dir"/hs_err_"${stamp}"_*.log 2> /dev/null | grep -m 1 -A 1 '^# Problematic frame:' | tail -n 1 || true)
+    if ((rc == 134 && try < 3)) && [ "$jit" = c2 ] && [[ $frame == '# J '* ]]; then
+      echo "== the JVM crashed in JIT-compiled code (C2 under qemu TCG, docs/vm.md): ${frame#\# }; run again"
       continue
     fi
     return "$rc"
