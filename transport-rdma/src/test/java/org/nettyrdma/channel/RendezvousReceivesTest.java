@@ -423,6 +423,23 @@ class RendezvousReceivesTest {
         t.close();
     }
 
+    /** The DONEs owed are bound by the four-outstanding rule, not by the credits: a table of two entries owes four. */
+    @Test
+    void aTableOfTwoEntriesOwesFourDones() throws IOException {
+        RendezvousReceives t = table(2, 100, 1000, 2);
+        t.discard();
+        for (int i = 0; i < 4; i++) {
+            assertNull(t.onRendezvous(rndv(i, 10, i + 1)));
+        }
+        for (int i = 0; i < 4; i++) {
+            assertEquals(i, t.doneId(), "DONEs in RNDV order");
+            assertEquals(i + 1, t.doneRkey());
+            t.donePosted();
+        }
+        assertFalse(t.owesDone());
+        t.close();
+    }
+
     /** Delivered rendezvous whose DONE is not posted yet (no place in the send queue) still count as outstanding. */
     @Test
     void aFifthRndvWhileFourDeliveredAwaitTheirDoneIsRefused() throws IOException {
