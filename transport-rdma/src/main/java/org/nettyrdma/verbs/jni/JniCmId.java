@@ -287,11 +287,11 @@ final class JniCmId implements CmId {
     }
 
     /**
-     * Ends a soft-iWARP connect in progress (see {@link #interruptConnect()}) before its QP or the id is destroyed,
-     * which the kernel would make wait for the TCP handshake. False if it is still in progress.
+     * Ends a soft-iWARP connect in progress (see {@link #awaitConnectReturn(boolean)}) before its QP or the id is
+     * destroyed, which the kernel would make wait for the TCP handshake. False if it is still in progress.
      */
     synchronized boolean endConnect() {
-        return !connecting || interruptConnect();
+        return !connecting || awaitConnectReturn(true);
     }
 
     private void connectDone() {
@@ -301,20 +301,20 @@ final class JniCmId implements CmId {
     }
 
     /**
-     * Ends an rdma_connect in progress on a {@link SiwConnects} thread: signals it until it returns, at most
-     * {@link SiwConnects#INTERRUPT_WAIT_NANOS}. False if it is still inside (no signal could be installed, or the
-     * kernel did not let go).
+     * Waits for the rdma_connect on a {@link SiwConnects} thread to return, at most
+     * {@link SiwConnects#INTERRUPT_WAIT_NANOS}; with {@code interrupt}, signals it until it does, to end it early.
+     * False if it is still inside (no signal could be installed, or the kernel did not let go).
      */
-    private boolean interruptConnect() {
+    private boolean awaitConnectReturn(boolean interrupt) {
         long deadline = System.nanoTime() + SiwConnects.INTERRUPT_WAIT_NANOS;
         boolean interrupted = false;
         try {
             while (connecting) {
                 long left = deadline - System.nanoTime();
-                if (left <= 0 || !SiwConnects.INTERRUPTIBLE) {
+                if (left <= 0 || interrupt && !SiwConnects.INTERRUPTIBLE) {
                     return false;
                 }
-                if (connectThread != 0) {
+                if (interrupt && connectThread != 0) {
                     Native.interruptThread(connectThread);
                 }
                 try {
@@ -368,6 +368,10 @@ final class JniCmId implements CmId {
     @Override
     public synchronized void disconnect() throws VerbsException {
         checkOpen("rdma_disconnect");
+        if (connecting && connected) {
+            // ESTABLISHED came before the thread in rdma_connect ran again (it has returned, or is about to): wait
+            awaitConnectReturn(false);
+        }
         if (connecting) {
             // the kernel would wait for the connect's TCP handshake; there is no connection yet: close ends the connect
             throw new VerbsException("rdma_disconnect", Errno.EINVAL,
