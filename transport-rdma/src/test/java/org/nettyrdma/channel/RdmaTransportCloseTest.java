@@ -549,11 +549,7 @@ class RdmaTransportCloseTest {
             assertTrue(String.valueOf(t.getMessage()).contains("ibv_post_send"), () -> RdmaTestSupport.describe(t));
             RdmaTestSupport.await(reader.inactive, 10_000, "the child's channelInactive", reader::toString);
             assertEquals(1, reader.exceptions.size(), reader::toString);
-            // the client's reset, or (when the child's reading sends credits back first) the child's own SEND to a
-            // QP the client destroyed: a failure either way, never an orderly end of the stream
-            String failure = String.valueOf(reader.exceptions.peek().getMessage());
-            assertTrue(failure.contains("reset by peer") || failure.contains("the peer does not answer"),
-                    reader::toString);
+            assertBroken(reader);
         } finally {
             server.close().sync();
         }
@@ -585,12 +581,21 @@ class RdmaTransportCloseTest {
             RdmaTestSupport.await(writer.inactive, 10_000, "the client's channelInactive", writer::toString);
             RdmaTestSupport.await(reader.inactive, 10_000, "the child's channelInactive", reader::toString);
             assertEquals(1, reader.exceptions.size(), () -> "the child hears of the broken stream: " + reader);
-            assertTrue(String.valueOf(reader.exceptions.peek().getMessage()).contains("reset by peer"),
-                    reader::toString);
+            assertBroken(reader);
             assertFalse(reader.events.contains("read:hello"), reader::toString);
         } finally {
             server.close().sync();
         }
+    }
+
+    /**
+     * The one exception of a peer whose writer's QP was destroyed: the writer's reset, or (when the peer sends first,
+     * credits of its reading or of a window grown at its loop's tick) its own SEND to the destroyed QP failing. A
+     * failure either way, never an orderly end of the stream (a JDK 25 CI run saw the second).
+     */
+    private static void assertBroken(EventRecorder peer) {
+        String failure = String.valueOf(peer.exceptions.peek().getMessage());
+        assertTrue(failure.contains("reset by peer") || failure.contains("the peer does not answer"), peer::toString);
     }
 
     /**
