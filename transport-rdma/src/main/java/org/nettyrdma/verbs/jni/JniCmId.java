@@ -37,6 +37,8 @@ final class JniCmId implements CmId {
     private boolean closed;
     /** A soft-iWARP rdma_connect runs on {@link #connectThread} (0 until it starts, or if it cannot be signalled). */
     private boolean connecting;
+    /** While {@link #connecting}: the connect's outcome was reported by an event before its thread left. */
+    private boolean answered;
     private long connectThread;
     /** close() could not end the connect: its thread destroys the id when rdma_connect returns. */
     private boolean closeDeferred;
@@ -253,8 +255,9 @@ final class JniCmId implements CmId {
     private void connectOffThread(byte[] data, int responderResources, int initiatorDepth, int retries,
                                   int rnrRetries) {
         synchronized (this) {
-            if (closed) {
+            if (closed) { // before this thread started: a close that waited too long left the destruction to it
                 connectDone();
+                destroyWhatCloseLeft();
                 return;
             }
             connectThread = SiwConnects.INTERRUPTIBLE ? Native.interruptibleThread() : 0;
@@ -263,18 +266,7 @@ final class JniCmId implements CmId {
         JniCmEventChannel events;
         synchronized (this) {
             connectDone();
-            if (qp != null) {
-                qp.destroy(); // if it was closed meanwhile and left to this thread
-            }
-            if (closeDeferred) {
-                try {
-                    destroy();
-                } catch (VerbsException e) {
-                    logger.warn("{}: destroying after the connect returned", this, e);
-                }
-                return;
-            }
-            if (closed || rc == 0) {
+            if (destroyWhatCloseLeft() || closed || rc == 0) {
                 return;
             }
             events = channel;
@@ -287,26 +279,49 @@ final class JniCmId implements CmId {
     }
 
     /**
+     * On a {@link SiwConnects} thread, once it no longer connects: destroys the QP if it was closed meanwhile, and the
+     * id if its close was deferred to this thread. True if the id is destroyed.
+     */
+    private boolean destroyWhatCloseLeft() {
+        if (qp != null) {
+            qp.destroy(); // does nothing unless the QP was closed
+        }
+        if (!closeDeferred) {
+            return false;
+        }
+        try {
+            destroy();
+        } catch (VerbsException e) {
+            logger.warn("{}: destroying after the connect returned", this, e);
+        }
+        return true;
+    }
+
+    /**
      * Ends a soft-iWARP connect in progress (see {@link #awaitConnectReturn(boolean)}) before its QP or the id is
      * destroyed, which the kernel would make wait for the TCP handshake. False if it is still in progress.
      */
     synchronized boolean endConnect() {
-        return !connecting || awaitConnectReturn(true);
+        return !connecting || awaitConnectReturn(!answered);
     }
 
     private void connectDone() {
         connecting = false;
+        answered = false;
         connectThread = 0;
         notifyAll();
     }
 
     /**
-     * Waits for the rdma_connect on a {@link SiwConnects} thread to return, at most
-     * {@link SiwConnects#INTERRUPT_WAIT_NANOS}; with {@code interrupt}, signals it until it does, to end it early.
-     * False if it is still inside (no signal could be installed, or the kernel did not let go).
+     * Waits for the rdma_connect on a {@link SiwConnects} thread to return. With {@code interrupt} (a connect still
+     * under way) signals it until it does, to end it early, at most {@link SiwConnects#INTERRUPT_WAIT_NANOS}; without
+     * (its outcome was reported: the thread is back from the kernel, or about to be) waits for it, at most
+     * {@link SiwConnects#RETURN_WAIT_NANOS}. False if it is still inside (no signal could be installed, or the kernel
+     * did not let go, or the thread did not run).
      */
     private boolean awaitConnectReturn(boolean interrupt) {
-        long deadline = System.nanoTime() + SiwConnects.INTERRUPT_WAIT_NANOS;
+        long deadline = System.nanoTime()
+                + (interrupt ? SiwConnects.INTERRUPT_WAIT_NANOS : SiwConnects.RETURN_WAIT_NANOS);
         boolean interrupted = false;
         try {
             while (connecting) {
@@ -368,7 +383,7 @@ final class JniCmId implements CmId {
     @Override
     public synchronized void disconnect() throws VerbsException {
         checkOpen("rdma_disconnect");
-        if (connecting && connected) {
+        if (connecting && answered) {
             // ESTABLISHED came before the thread in rdma_connect ran again (it has returned, or is about to): wait
             awaitConnectReturn(false);
         }
@@ -393,6 +408,10 @@ final class JniCmId implements CmId {
      * {@code ibv_query_qp} does not say: the QP learns it here, and is flushed.
      */
     synchronized void onEvent(CmEventType type) {
+        if (connecting && (type == CmEventType.ESTABLISHED || type == CmEventType.REJECTED
+                || type == CmEventType.UNREACHABLE || type == CmEventType.CONNECT_ERROR)) {
+            answered = true; // the kernel's part of the connect is over
+        }
         if (type == CmEventType.ESTABLISHED) {
             connected = true;
             if (qp != null) {

@@ -31,6 +31,12 @@ final class SiwConnects {
     /** How long a close waits for an interrupted connect to return before leaving the destruction to its thread. */
     static final long INTERRUPT_WAIT_NANOS = TimeUnit.SECONDS.toNanos(1);
 
+    /**
+     * How long a disconnect or close waits for a connect whose outcome was reported (its thread is back from the
+     * kernel, or about to be) to leave: only a thread that is not scheduled takes long.
+     */
+    static final long RETURN_WAIT_NANOS = TimeUnit.SECONDS.toNanos(30);
+
     static {
         int signal = Native.installInterruptSignal();
         INTERRUPTIBLE = signal > 0;
