@@ -598,7 +598,10 @@ public abstract class VerbsConformanceSuite {
         assertFlushedAfterError(server.recvCq, wrId + 1);
         client.send(wrId + 2, out, 0, 16);
         assertFlushedAfterError(client.sendCq, wrId + 2);
-        fx.assertNoCompletion(client.sendCq, server.recvCq);
+        if (!isSoftIwarp()) {
+            // siw may flush those two later still: its DISCONNECTED comes before the queues are flushed
+            fx.assertNoCompletion(client.sendCq, server.recvCq);
+        }
     }
 
     /**
@@ -688,7 +691,6 @@ public abstract class VerbsConformanceSuite {
         Wc written = client.sendCompletion();
         assertWc(written, 10, WcStatus.SUCCESS);
         assertEquals(WcOpcode.RDMA_WRITE, written.opcode());
-        assertArrayEquals(pattern(300, 7), read(target, 64, 300));
         fx.assertNoCompletion(server.recvCq);
         write(out, 1000, pattern(20, 8));
         client.send(11, out, 1000, 20);
@@ -696,6 +698,8 @@ public abstract class VerbsConformanceSuite {
         assertWc(recv, 1, WcStatus.SUCCESS);
         assertEquals(20, recv.byteLen());
         assertArrayEquals(pattern(20, 8), read(in, 0, 20));
+        // only now: on iWARP a WRITE completes once handed to the stream, placed or not; the SEND behind it lands after
+        assertArrayEquals(pattern(300, 7), read(target, 64, 300));
     }
 
     @Test
@@ -1413,8 +1417,8 @@ public abstract class VerbsConformanceSuite {
             LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1)); // give it time to block
         }
         waiter.wakeup();
-        thread.join(2000);
-        assertFalse(thread.isAlive(), "await did not return within 2 s of wakeup()");
+        thread.join(TimeUnit.NANOSECONDS.toMillis(TIMEOUT_NANOS) / 2);
+        assertFalse(thread.isAlive(), "await did not return within half its time-out of wakeup()");
         assertEquals(Boolean.TRUE, result.get());
     }
 
@@ -1424,7 +1428,7 @@ public abstract class VerbsConformanceSuite {
         waiter.wakeup();
         long start = System.nanoTime();
         assertTrue(waiter.await(TIMEOUT_NANOS));
-        assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(1), "await blocked after wakeup()");
+        assertTrue(System.nanoTime() - start < TIMEOUT_NANOS / 2, "await blocked after wakeup()");
         assertFalse(waiter.await(TimeUnit.MILLISECONDS.toNanos(20)), "one wakeup() woke two awaits");
     }
 
@@ -1504,7 +1508,7 @@ public abstract class VerbsConformanceSuite {
         client.createQp(fx.options());
         long start = System.nanoTime();
         client.id.connect(fx.parameters(null));
-        long limit = TimeUnit.SECONDS.toNanos(3);
+        long limit = TIMEOUT_NANOS / 2; // not TCP's minutes of SYN retries (siw) nor the CM's retries (IB, RoCE)
         CmEvent e = client.events.await(limit, CmEventType.REJECTED, CmEventType.UNREACHABLE,
                 CmEventType.CONNECT_ERROR);
         assertSame(client.id, e.id());
