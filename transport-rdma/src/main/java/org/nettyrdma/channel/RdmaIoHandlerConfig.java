@@ -17,7 +17,7 @@ public final class RdmaIoHandlerConfig {
     public static final String PROVIDER_AUTO = "auto";
 
     private String provider = SystemPropertyUtil.get("org.nettyrdma.provider", PROVIDER_NATIVE);
-    private long busyPollNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollNanos", 20_000);
+    private long busyPollNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollNanos", 60_000);
     private boolean busyPollBackOff = SystemPropertyUtil.getBoolean("org.nettyrdma.busyPollBackOff", false);
     private boolean adaptiveBusyPoll = SystemPropertyUtil.getBoolean("org.nettyrdma.adaptiveBusyPoll", false);
     private long busyPollMaxNanos = SystemPropertyUtil.getLong("org.nettyrdma.busyPollMaxNanos", 200_000);
