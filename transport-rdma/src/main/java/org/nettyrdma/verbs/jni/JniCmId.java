@@ -385,7 +385,12 @@ final class JniCmId implements CmId {
         checkOpen("rdma_disconnect");
         if (connecting && answered) {
             // ESTABLISHED came before the thread in rdma_connect ran again (it has returned, or is about to): wait
-            awaitConnectReturn(false);
+            if (!awaitConnectReturn(false)) {
+                throw new VerbsException("rdma_disconnect", Errno.EBUSY, "soft-iWARP's connect thread did not leave "
+                        + "rdma_connect within " + TimeUnit.NANOSECONDS.toSeconds(SiwConnects.RETURN_WAIT_NANOS)
+                        + " s of the connect's event");
+            }
+            checkOpen("rdma_disconnect"); // closed by another thread meanwhile (the wait let go of this monitor)
         }
         if (connecting) {
             // the kernel would wait for the connect's TCP handshake; there is no connection yet: close ends the connect
@@ -499,10 +504,11 @@ final class JniCmId implements CmId {
             return;
         }
         closed = true;
+        long waited = answered ? SiwConnects.RETURN_WAIT_NANOS : SiwConnects.INTERRUPT_WAIT_NANOS;
         if (!endConnect()) {
             closeDeferred = true;
             logger.warn("{}: soft-iWARP's rdma_connect did not return within {} ms of close: the id and its QP are "
-                    + "destroyed when it does", this, TimeUnit.NANOSECONDS.toMillis(SiwConnects.INTERRUPT_WAIT_NANOS));
+                    + "destroyed when it does", this, TimeUnit.NANOSECONDS.toMillis(waited));
             return;
         }
         destroy();
