@@ -557,8 +557,9 @@ class RdmaTransportCloseTest {
     /**
      * A post of a write refused by the device (here one of the first SENDs): what the send queue counted as sent (its
      * credit spent, its bytes settled at post) was not, so the stream cannot go on in order. The peer must see the
-     * connection fail (a reset, or its own SEND to the destroyed QP failing), not an orderly end after a gap. Before, the write succeeded, the channel closed in order, and the peer saw a quiet
-     * end of stream without the bytes (a review of the send path; emulated: the fault injector refuses the post).
+     * connection fail (a reset, or its own SEND to the destroyed QP failing), not an orderly end after a gap. Before,
+     * the write succeeded, the channel closed in order, and the peer saw a quiet end of stream without the bytes (a
+     * review of the send path; emulated: the fault injector refuses the post).
      */
     @Test
     @Timeout(value = 30, unit = TimeUnit.SECONDS)
