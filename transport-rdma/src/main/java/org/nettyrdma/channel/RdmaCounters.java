@@ -36,6 +36,7 @@ public final class RdmaCounters {
     long spinsMissed;
     long waits;
     long solicitedWaits;
+    long cmPolls;
     /** Receive buffers the pipeline holds, in bytes (the application releases them on any thread). */
     final AtomicLong lentBytes = new AtomicLong();
     long registeredBytes;
@@ -207,6 +208,16 @@ public final class RdmaCounters {
     }
 
     /**
+     * Looks of an event loop at its RDMA CM event channel (each a system call on the native provider, mostly finding
+     * nothing): at most one per 50 µs while it runs or spins, and one before
+     * and one after each wait. Event loops only.
+     */
+    public long cmPolls() {
+        acquire();
+        return cmPolls;
+    }
+
+    /**
      * Times an idle event loop waited for its completion channels, CM events and wake-ups (epoll_wait on the native
      * provider), after arming its completion queues. Event loops only.
      */
@@ -287,6 +298,7 @@ public final class RdmaCounters {
         total.spinsMissed += spinsMissed;
         total.waits += waits;
         total.solicitedWaits += solicitedWaits;
+        total.cmPolls += cmPolls;
         total.lentBytes.addAndGet(lentBytes.get());
         total.registeredBytes += registeredBytes;
         total.queuePairs += queuePairs;
@@ -307,7 +319,8 @@ public final class RdmaCounters {
                 + ", rendezvousReadAheadStalls=" + rendezvousReadAheadStalls
                 + ", rendezvousExposedBytes=" + rendezvousExposedBytes
                 + ", spinsFound=" + spinsFound + ", spinsMissed="
-                + spinsMissed + ", waits=" + waits + ", solicitedWaits=" + solicitedWaits + ", lentBytes=" + lentBytes + ", registeredBytes="
+                + spinsMissed + ", waits=" + waits + ", solicitedWaits=" + solicitedWaits + ", cmPolls=" + cmPolls
+                + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';
     }
 }

@@ -60,6 +60,12 @@ public final class RdmaIoHandler implements IoHandler {
     private static final AtomicIntegerFieldUpdater<RdmaIoHandler> SHUTDOWN_SEEN =
             AtomicIntegerFieldUpdater.newUpdater(RdmaIoHandler.class, "shutdownSeen");
     private static final int MAX_CM_EVENTS_PER_RUN = 64;
+    /**
+     * How often a loop that keeps finding work, or spins, looks at its RDMA CM event channel: on the native provider a
+     * look is a system call ({@code rdma_get_cm_event}, which mostly finds nothing), and a spin made one per turn. A
+     * loop about to block, and one woken, always looks.
+     */
+    static final long CM_POLL_INTERVAL_NANOS = 50_000;
     /** Receives a shared receive queue holds at most (or the device's {@code max_srq_wr}). */
     static final int SHARED_RECEIVE_QUEUE_SIZE = 4096;
     private static final long LOOP_ERROR_BACKOFF_MILLIS = 1000;
@@ -104,6 +110,8 @@ public final class RdmaIoHandler implements IoHandler {
     private RdmaIoHandle[] touched = new RdmaIoHandle[64];
     private int touchedCount;
     private int nextId = 1;
+    /** When a {@link #poll} that may skip the CM event channel looks at it next ({@link #CM_POLL_INTERVAL_NANOS}). */
+    private long nextCmPollNanos;
     /**
      * 1 while the loop is in (or about to enter) {@link EventWaiter#await}: only then does {@link #wakeup()} signal the
      * waiter. A running or spinning loop sees new tasks itself ({@code canBlock()}), and a signal sent to it would
@@ -223,7 +231,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public int run(IoHandlerContext context) {
-        int work = poll();
+        int work = poll(false);
         if (work > 0 || !context.canBlock()) {
             return work;
         }
@@ -234,7 +242,7 @@ public final class RdmaIoHandler implements IoHandler {
             long nowNs;
             do {
                 Thread.onSpinWait();
-                work = poll();
+                work = poll(false);
                 nowNs = System.nanoTime();
                 if (work > 0) {
                     counters.spinsFound++;
@@ -259,7 +267,7 @@ public final class RdmaIoHandler implements IoHandler {
             q.cq.requestNotify(s);
             armedSolicited |= s;
         }
-        work = poll(); // what arrived before the queues were armed raises no event
+        work = poll(true); // what arrived before the queues were armed raises no event
         if (work > 0) {
             busyPoll.onWorkAfterSpin(System.nanoTime() - idleSinceNs);
             return work;
@@ -288,7 +296,7 @@ public final class RdmaIoHandler implements IoHandler {
                 q.cq.ackEvents(events);
             }
         }
-        work = poll();
+        work = poll(true);
         if (work > 0) {
             busyPoll.onWorkAfterSpin(System.nanoTime() - idleSinceNs);
         }
@@ -326,15 +334,22 @@ public final class RdmaIoHandler implements IoHandler {
      * handling): a keep-alive judges a connection's silence only after what its device reported was seen.
      */
     void pollNow() {
-        poll();
+        poll(true);
     }
 
-    private int poll() {
+    /** Polls the completion queues, and the CM event channel if {@code cmNow} or its interval has passed. */
+    private int poll(boolean cmNow) {
         int work = 0;
         for (int i = 0; i < devices.size(); i++) {
             work += pollCq(devices.get(i));
         }
-        return work + pollCm();
+        long now = System.nanoTime();
+        if (cmNow || now - nextCmPollNanos >= 0) {
+            nextCmPollNanos = now + CM_POLL_INTERVAL_NANOS;
+            counters.cmPolls++;
+            work += pollCm();
+        }
+        return work;
     }
 
     private int pollCq(DeviceQueues q) {

@@ -53,6 +53,41 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 @Execution(ExecutionMode.SAME_THREAD)
 class RdmaIoHandlerTest {
 
+    /**
+     * A spinning loop looks at its CM event channel at most once per {@link RdmaIoHandler#CM_POLL_INTERVAL_NANOS}, not
+     * on every turn of the spin: on the native provider each look is a system call. Before, a 2 ms spin made
+     * thousands of looks; now about 40, plus one before and one after each wait.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aSpinningLoopLooksAtItsCmChannelOncePerInterval() throws Exception {
+        long spinNanos = TimeUnit.MILLISECONDS.toNanos(2);
+        EventLoopGroup group = RdmaTestSupport.newGroup(1, "cm-interval", null,
+                RdmaTestSupport.config().setBusyPollNanos(spinNanos));
+        try {
+            io.netty.channel.EventLoop loop = group.next();
+            loop.submit(() -> { }).sync(); // started
+            RdmaCounters before = RdmaIoHandler.counters(group);
+            long start = System.nanoTime();
+            int idlePeriods = 20;
+            for (int i = 0; i < idlePeriods; i++) {
+                loop.submit(() -> { }).sync(); // the loop runs it, then spins 2 ms, then waits
+                Thread.sleep(5);
+            }
+            long elapsed = System.nanoTime() - start;
+            RdmaCounters after = RdmaIoHandler.counters(group);
+            long spins = after.spinsMissed() + after.spinsFound() - before.spinsMissed() - before.spinsFound();
+            long waits = after.waits() - before.waits();
+            long looks = after.cmPolls() - before.cmPolls();
+            assertTrue(spins >= idlePeriods / 2, () -> "the loop spun " + spins + " times: " + after);
+            long bound = elapsed / RdmaIoHandler.CM_POLL_INTERVAL_NANOS + 2 * waits + 2 * idlePeriods + 2;
+            assertTrue(looks <= bound, () -> looks + " looks at the CM channel in " + elapsed / 1000 + " µs, "
+                    + spins + " spins and " + waits + " waits; at most " + bound + " expected: " + after);
+        } finally {
+            RdmaTestSupport.shutdown(group);
+        }
+    }
+
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void overrunCompletionQueueFailsItsChannelsOnceAndTheLoopGoesOn() throws Exception {
