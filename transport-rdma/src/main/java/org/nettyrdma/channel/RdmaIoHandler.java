@@ -63,7 +63,7 @@ public final class RdmaIoHandler implements IoHandler {
     /**
      * How often a loop that keeps finding work, or spins, looks at its RDMA CM event channel: on the native provider a
      * look is a system call ({@code rdma_get_cm_event}, which mostly finds nothing), and a spin made one per turn. A
-     * loop about to block, and one woken, always looks.
+     * woken loop always looks; one about to block need not, as a pending CM event ends its wait at once.
      */
     static final long CM_POLL_INTERVAL_NANOS = 50_000;
     /** Receives a shared receive queue holds at most (or the device's {@code max_srq_wr}). */
@@ -267,7 +267,9 @@ public final class RdmaIoHandler implements IoHandler {
             q.cq.requestNotify(s);
             armedSolicited |= s;
         }
-        work = poll(true); // what arrived before the queues were armed raises no event
+        // what completed before the queues were armed raises no event; a CM event does (its channel is level-triggered
+        // in the waiter, and the look after the wait is forced), so the CM channel waits for its interval here
+        work = poll(false);
         if (work > 0) {
             busyPoll.onWorkAfterSpin(System.nanoTime() - idleSinceNs);
             return work;
