@@ -289,13 +289,11 @@ public final class RdmaIoHandler implements IoHandler {
             BLOCKING.set(this, 0);
         }
         for (int i = 0; i < devices.size(); i++) {
+            // one event at most: a queue armed once raises one, and a read more (a system call) would find none; one
+            // left from an earlier arming is read after the next wait (on epoll it ends that wait at once)
             DeviceQueues q = devices.get(i);
-            int events = 0;
-            while (q.channel.getEvent() != null) {
-                events++;
-            }
-            if (events > 0) {
-                q.cq.ackEvents(events);
+            if (q.channel.getEvent() != null) {
+                q.cq.ackEvents(1);
             }
         }
         work = poll(true);
