@@ -209,7 +209,8 @@ public final class RdmaCounters {
 
     /**
      * Looks of an event loop at its RDMA CM event channel (each a system call on the native provider, mostly finding
-     * nothing): at most one per 50 µs while it runs or spins, and one after each wait. Event loops only.
+     * nothing): at most one per 50 µs while it runs or spins, one after each wait and one per keep-alive check. Event
+     * loops only.
      */
     public long cmPolls() {
         acquire();

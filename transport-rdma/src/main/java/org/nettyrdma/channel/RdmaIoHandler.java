@@ -141,6 +141,7 @@ public final class RdmaIoHandler implements IoHandler {
         this.executor = executor;
         this.loop = executor instanceof EventExecutor ? (EventExecutor) executor : null;
         this.config = config;
+        this.nextCmPollNanos = System.nanoTime(); // (nanoTime may be negative: 0 would not be due)
         this.resources = RdmaResources.of(config.getProvider());
         VerbsProvider provider = resources.provider();
         this.completions = new CompletionArray(config.getCompletionBatchSize());
@@ -267,8 +268,9 @@ public final class RdmaIoHandler implements IoHandler {
             q.cq.requestNotify(s);
             armedSolicited |= s;
         }
-        // what completed before the queues were armed raises no event; a CM event does (its channel is level-triggered
-        // in the waiter, and the look after the wait is forced), so the CM channel waits for its interval here
+        // what completed before the queues were armed raises no event; a pending CM event ends the wait (a readable fd
+        // for epoll, the emulated waiter's signal until a wait consumes it, and a look that left events behind makes
+        // the next one due at once), so the CM channel waits for its interval here
         work = poll(false);
         if (work > 0) {
             busyPoll.onWorkAfterSpin(System.nanoTime() - idleSinceNs);
@@ -289,8 +291,9 @@ public final class RdmaIoHandler implements IoHandler {
             BLOCKING.set(this, 0);
         }
         for (int i = 0; i < devices.size(); i++) {
-            // one event at most: a queue armed once raises one, and a read more (a system call) would find none; one
-            // left from an earlier arming is read after the next wait (on epoll it ends that wait at once)
+            // one event per wait: a queue armed once raises one, and a read more (a system call) mostly finds none.
+            // One an arming raised when no wait followed (the poll after it found work) is read after a later wait:
+            // on epoll it ends that wait at once; it is acknowledged at the latest when the queues close
             DeviceQueues q = devices.get(i);
             if (q.channel.getEvent() != null) {
                 q.cq.ackEvents(1);
@@ -345,9 +348,11 @@ public final class RdmaIoHandler implements IoHandler {
         }
         long now = System.nanoTime();
         if (cmNow || now - nextCmPollNanos >= 0) {
-            nextCmPollNanos = now + CM_POLL_INTERVAL_NANOS;
             counters.cmPolls++;
-            work += pollCm();
+            int events = pollCm();
+            // a look that stopped at its limit left events behind: the next poll looks again
+            nextCmPollNanos = events < MAX_CM_EVENTS_PER_RUN ? now + CM_POLL_INTERVAL_NANOS : now;
+            work += events;
         }
         return work;
     }
@@ -920,9 +925,7 @@ public final class RdmaIoHandler implements IoHandler {
         closeForShutdown();
         LOOPS.remove(executor, this);
         for (DeviceQueues q : devices) {
-            closeReceivePools(q, false); // after the connections' QPs (closeForShutdown)
-            closeQuietly(q.cq);
-            closeQuietly(q.channel);
+            closeQueues(q); // after the connections' QPs (closeForShutdown); acknowledges the events no wait read
         }
         devices.clear();
         for (DeviceQueues q : deadQueues) {
