@@ -112,6 +112,8 @@ public final class RdmaIoHandler implements IoHandler {
     private int nextId = 1;
     /** When a {@link #poll} that may skip the CM event channel looks at it next ({@link #CM_POLL_INTERVAL_NANOS}). */
     private long nextCmPollNanos;
+    /** When the last {@link #poll} had polled the completion queues (the spin's clock too: one nanoTime a turn). */
+    private long polledAtNanos;
     /**
      * 1 while the loop is in (or about to enter) {@link EventWaiter#await}: only then does {@link #wakeup()} signal the
      * waiter. A running or spinning loop sees new tasks itself ({@code canBlock()}), and a signal sent to it would
@@ -244,7 +246,7 @@ public final class RdmaIoHandler implements IoHandler {
             do {
                 Thread.onSpinWait();
                 work = poll(false);
-                nowNs = System.nanoTime();
+                nowNs = polledAtNanos;
                 if (work > 0) {
                     counters.spinsFound++;
                     busyPoll.onWorkWhileSpinning(nowNs - idleSinceNs);
@@ -347,6 +349,7 @@ public final class RdmaIoHandler implements IoHandler {
             work += pollCq(devices.get(i));
         }
         long now = System.nanoTime();
+        polledAtNanos = now;
         if (cmNow || now - nextCmPollNanos >= 0) {
             counters.cmPolls++;
             int events = pollCm();

@@ -56,7 +56,7 @@ class RdmaIoHandlerTest {
     /**
      * A spinning loop looks at its CM event channel at most once per {@link RdmaIoHandler#CM_POLL_INTERVAL_NANOS}, not
      * on every turn of the spin: on the native provider each look is a system call. Before, a 2 ms spin made
-     * thousands of looks; now about 40, plus one before and one after each wait.
+     * thousands of looks; now about 40, plus one after each wait.
      */
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
