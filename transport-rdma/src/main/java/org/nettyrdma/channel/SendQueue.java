@@ -519,12 +519,14 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
 
     /**
      * Whether work request {@code i} of {@link #wrs} is a quiet SEND: one that needs no completion, as nothing waits
-     * for it ({@code awaited} false, its bytes settled at post or none) and the device copied it at post (inline: no
-     * staging to give back).
+     * for it ({@code awaited} false, its bytes settled at post or none, no rendezvous before it to settle behind: an
+     * RNDV settles at its own completion and its DONE) and the device copied it at post (inline: no staging to give
+     * back).
      */
     private boolean isQuiet(int i, boolean awaited) {
+        int slot = (int) wrs.wrId(i);
         return !awaited && wrs.opcode(i) == WrOpcode.SEND && (wrs.sendFlags(i) & SendFlags.INLINE) != 0
-                && slotBytes[(int) wrs.wrId(i)] == 0;
+                && slotBytes[slot] == 0 && (rendezvous == null || !rendezvous.behind(slot));
     }
 
     @Override
