@@ -122,6 +122,11 @@ final class RendezvousSends {
         slotBehind[slot] = nextId - 1;
     }
 
+    /** Whether send slot {@code slot}'s bytes settle behind a rendezvous: its completion is needed (its RNDV's too). */
+    boolean behind(int slot) {
+        return behind[slot];
+    }
+
     /**
      * Send slot {@code slot}, whose work request carried {@code bytes} of the stream, completed: returns the bytes that
      * settle now (its own unless a rendezvous before it is unsettled, then also a rendezvous that this completion

@@ -25,12 +25,15 @@ import java.util.Arrays;
  * unregistered buffers (copied); registered buffers of at least the zero-copy threshold are further SGEs (no copy). A
  * SEND with nothing but staging bytes, short enough, goes inline and gives its slot back at once (the device copied
  * it at post); control messages short enough for inline are written in the pool's inline scratch and take no slot.
- * With no slot to be had the write waits, as for a credit, until another SEND of the loop gives one back. The last
- * SEND of a chain is signalled, and one in {@link #SIGNAL_EVERY}; a completion settles the payload bytes of its SEND
- * and of those before it. A {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}, a
- * {@code DefaultFileRegion}'s read there straight from its file ({@link FileRegionReader}). With protocol
- * v2's WRITE ring (docs/protocol.md), registered pieces of at least a SEND's size go into the peer's ring by
- * WRITE_WITH_IMM instead, in the same walk and so in stream order. Allocates nothing per message. Event loop only.
+ * With no slot to be had the write waits, as for a credit, until another SEND of the loop gives one back. Of the work
+ * requests that need a completion, the last of a chain is signalled, and one in {@link #SIGNAL_EVERY}; a completion
+ * settles the payload bytes of its SEND and of those before it. A quiet SEND, one that needs no completion (inline, its
+ * bytes settled at post or none, nothing awaiting it: a small message of a ping-pong, a CREDIT), goes unsignalled
+ * until {@link #quietLimit} of them in a row ({@link #QUIET_SENDS}): the next completion retires it. A
+ * {@link FileRegion}'s bytes are copied into staging by its {@code transferTo}, a {@code DefaultFileRegion}'s read
+ * there straight from its file ({@link FileRegionReader}). With protocol v2's WRITE ring (docs/protocol.md),
+ * registered pieces of at least a SEND's size go into the peer's ring by WRITE_WITH_IMM instead, in the same walk and
+ * so in stream order. Allocates nothing per message. Event loop only.
  */
 final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceives.ReadPoster {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(SendQueue.class);
@@ -41,6 +44,11 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
      * before it too (a send queue completes in order). docs/performance.md has the measurements that chose it.
      */
     static final int SIGNAL_EVERY = Integer.getInteger("org.nettyrdma.signalEvery", 1);
+    /**
+     * Whether quiet SENDs go unsignalled (the default): a round trip of small messages then costs each side one
+     * completion, its receive's, not two. docs/performance.md has the measurements.
+     */
+    static final boolean QUIET_SENDS = Boolean.parseBoolean(System.getProperty("org.nettyrdma.quietSends", "true"));
 
     private final QueuePair qp;
     private final ProtectionDomain pd;
@@ -82,8 +90,13 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
     private int next;
     /** The oldest slot not retired: completions retire slots from here, in order. */
     private int oldest;
-    /** SENDs posted since the last signalled one. */
+    /** Work requests posted since the last signalled one. */
     private int unsignalled;
+    /** A quiet SEND is signalled when this many in a row were not: a quarter of the queue, so most of it stays free. */
+    private final int quietLimit;
+    /** Whether each slot's work request is a quiet SEND posted unsignalled; how many such are in flight. */
+    private final boolean[] slotQuiet;
+    private int quietInFlight;
     /** How the loop arms its completion queues: told whether this queue waits for completions of its own. */
     private final SolicitedWakeups wakeups;
     /** Work requests posted and retired so far, and the count posted up to the last one whose completion is awaited. */
@@ -151,6 +164,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
         slotBytes = new long[depth];
         slotControl = new boolean[depth];
         staged = new int[depth];
+        slotQuiet = new boolean[depth];
+        quietLimit = QUIET_SENDS ? Math.max(1, depth / 4) : 1;
         Arrays.fill(staged, -1);
         pool.join();
     }
@@ -439,7 +454,8 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
     /**
      * Posts the first {@code count} work requests of {@link #wrs}, each SEND and WRITE_WITH_IMM solicited; a completion
      * is awaited for those that settle bytes, that are not SENDs (probes, ring writes, a bind), and with
-     * {@code awaited} for all.
+     * {@code awaited} for all. Those and the SENDs that hold staging need a completion: the last of them is signalled,
+     * and one in {@link #SIGNAL_EVERY}; the others, quiet SENDs, are signalled only at {@link #quietLimit} in a row.
      */
     private void post(int count, boolean awaited) throws IOException {
         if (count == 0) {
@@ -454,19 +470,27 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
             }
         }
         long awaitedAfter = awaitedUntil;
+        int lastNeeding = count - 1;
+        if (quietLimit > 1) {
+            while (lastNeeding >= 0 && isQuiet(lastNeeding, awaited)) {
+                lastNeeding--;
+            }
+        }
         for (int i = 0; i < count; i++) {
             int opcode = wrs.opcode(i);
             int flags = wrs.sendFlags(i);
+            int slot = (int) wrs.wrId(i);
             if (opcode == WrOpcode.SEND || opcode == WrOpcode.RDMA_WRITE_WITH_IMM
                     || opcode == WrOpcode.SEND_WITH_INV) { // a DONE: the writer waits for it with nothing in flight
                 flags |= SendFlags.SOLICITED; // wakes a peer armed for solicited completions (SolicitedWakeups)
             }
-            if (++unsignalled >= SIGNAL_EVERY || i == count - 1) {
+            boolean quiet = quietLimit > 1 && isQuiet(i, awaited);
+            if (quiet ? ++unsignalled >= quietLimit : ++unsignalled >= SIGNAL_EVERY || i == lastNeeding) {
                 flags |= SendFlags.SIGNALED;
                 unsignalled = 0;
             }
             wrs.sendFlags(i, flags);
-            if (awaited || opcode != WrOpcode.SEND || slotBytes[(int) wrs.wrId(i)] > 0) {
+            if (awaited || opcode != WrOpcode.SEND || slotBytes[slot] > 0) {
                 awaitedAfter = postedCount + i + 1;
             }
         }
@@ -480,11 +504,29 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
         counters.workRequestsPosted += count;
         loopCounters.workRequestsPosted += count;
         for (int i = 0; i < count; i++) {
-            if ((wrs.sendFlags(i) & SendFlags.INLINE) != 0) {
-                releaseStaging((int) wrs.wrId(i)); // the device copied it at post
+            int flags = wrs.sendFlags(i);
+            if ((flags & SendFlags.INLINE) != 0) {
+                int slot = (int) wrs.wrId(i);
+                releaseStaging(slot); // the device copied it at post
+                if ((flags & SendFlags.SIGNALED) == 0 && quietLimit > 1 && isQuiet(i, awaited)) {
+                    slotQuiet[slot] = true; // retired by a later completion, nothing waits for it
+                    quietInFlight++;
+                }
             }
         }
         updateAwaiting();
+    }
+
+    /**
+     * Whether work request {@code i} of {@link #wrs} is a quiet SEND: one that needs no completion, as nothing waits
+     * for it ({@code awaited} false, its bytes settled at post or none, no rendezvous before it to settle behind: an
+     * RNDV settles at its own completion and its DONE) and the device copied it at post (inline: no staging to give
+     * back).
+     */
+    private boolean isQuiet(int i, boolean awaited) {
+        int slot = (int) wrs.wrId(i);
+        return !awaited && wrs.opcode(i) == WrOpcode.SEND && (wrs.sendFlags(i) & SendFlags.INLINE) != 0
+                && slotBytes[slot] == 0 && (rendezvous == null || !rendezvous.behind(slot));
     }
 
     @Override
@@ -615,6 +657,10 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
             if (retired == probeSlot) {
                 probeSlot = -1;
             }
+            if (slotQuiet[retired]) {
+                slotQuiet[retired] = false;
+                quietInFlight--;
+            }
             inUse--;
             retiredCount++;
             oldest = retired + 1 == depth ? 0 : retired + 1;
@@ -637,7 +683,7 @@ final class SendQueue implements DataPath, StagingPool.Waiter, RendezvousReceive
 
     @Override
     public boolean isIdle() {
-        return inUse == 0;
+        return inUse == quietInFlight;
     }
 
     /**
