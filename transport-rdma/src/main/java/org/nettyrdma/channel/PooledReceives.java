@@ -5,8 +5,8 @@ import org.nettyrdma.verbs.VerbsException;
 /**
  * A connection's receives from its loop's shared receive queue ({@link ReceivePool}, docs/srq-design.md): the buffer
  * of a shared receive that completed for this connection is held in a slot of its own until the message in it is
- * consumed, then goes back to the pool, which posts a receive for it at once (before the credit goes back); a lent
- * buffer leaves its slot, and the pool posts a new one. There are as many slots as messages the peer may have sent
+ * consumed, then goes back to the pool, which posts a receive for it (in a chain with others once it lacks a few:
+ * {@link ReceivePool#lag()}); a lent buffer leaves its slot, and the pool posts a new one the same way. There are as many slots as messages the peer may have sent
  * unread (the most credits it can hold): one more arriving is a protocol violation. Used where
  * {@link RdmaIoHandlerConfig#setSharedReceiveQueue} is on. Event loop only.
  */
@@ -70,12 +70,14 @@ final class PooledReceives implements ReceiveSlots {
     }
 
     /**
-     * Posts the pool's receive for the message just taken before its credit can go back to the peer (the caller owes
-     * the credit next): with every connection's credits within its reservation, the queue then never runs empty on
-     * honest traffic, which matters where the device has no RNR retry (iWARP: an empty queue ends the connection).
+     * Posts the pool's receives once the messages consumed since its last post reach its lag
+     * ({@link ReceivePool#refillLagging}): the caller owes the message's credit next, and the margin covers a credit
+     * that goes back before its receive is posted again, so with every connection's credits within its reservation the
+     * queue never runs empty on honest traffic, which matters where the device has no RNR retry (iWARP: an empty queue
+     * ends the connection).
      */
     private void refill() throws VerbsException {
-        int rc = pool.refill();
+        int rc = pool.refillLagging();
         if (rc < 0) {
             throw new VerbsException("ibv_post_srq_recv", -rc);
         }

@@ -582,13 +582,14 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     /**
-     * Posts the receives the batch's messages consumed from the shared receive pools (docs/srq-design.md, section 1:
-     * every consumed receive completes on this loop, so the loop knows what each pool lacks).
+     * Posts the receives the batch's messages consumed from the shared receive pools, where a pool lacks its lag or more
+     * (docs/srq-design.md, section 1: every consumed receive completes on this loop, so the loop knows what each pool
+     * lacks).
      */
     private void refillReceivePools() {
         for (int i = 0; i < receivePoolEnd; i++) {
             ReceivePool pool = receivePools[i];
-            if (pool != null) {
+            if (pool != null && pool.lagging()) {
                 refill(pool);
             }
         }

@@ -175,6 +175,30 @@ final class ReceivePool implements AutoCloseable {
     }
 
     /**
+     * Receives the pool may lack before {@link #refillLagging()} posts: half the margin. Posting a consumed message's
+     * receive at once cost one {@code ibv_post_srq_recv} (and a JNI crossing) per message; this way a pool posts once
+     * every {@code lag()} messages, in one chain. The honest peers' credits stay covered: they hold at most
+     * {@code reserved - held}, and the pool never lacks more than {@code lag() - 1} of {@code reserved - held + margin};
+     * the other half of the margin stays for receives a QP's teardown may lose (docs/srq-design.md, section 1).
+     */
+    int lag() {
+        return margin(reserved) / 2;
+    }
+
+    /**
+     * {@link #refill()} once the pool lacks {@link #lag()} receives or more; else nothing (returns 0). After a message
+     * was consumed or lent; a new reservation is posted at once ({@link #refill()}), before its peer can use it.
+     */
+    int refillLagging() throws VerbsException {
+        return lagging() ? refill() : 0;
+    }
+
+    /** Whether the pool lacks {@link #lag()} receives or more. */
+    boolean lagging() {
+        return target() - posted >= lag();
+    }
+
+    /**
      * Posts receives until {@link #posted()} reaches {@link #target()} (none beyond it: a target that went down is
      * reached as messages consume the excess). Returns how many it posted, or {@code -errno} if the queue refused
      * (what it posted before stays counted).

@@ -85,9 +85,9 @@ class PooledReceivesTest {
     }
 
     /**
-     * Lending a message's buffer posts the pool's next receive first; when the device refuses that post, the lend
-     * fails (the channel fails with it) and the buffer goes back to the pool instead of to no one (the check after each
-     * test counts it). Found by a review: the buffer was leaked.
+     * Lending a message's buffer posts the pool's receives first where it then lacks its lag; when the device refuses
+     * that post, the lend fails (the channel fails with it) and the buffer goes back to the pool instead of to no one
+     * (the check after each test counts it). Found by a review: the buffer was leaked.
      */
     @Test
     void aLendWhoseReceiveCannotBePostedFailsAndItsBufferGoesBackToThePool() throws Exception {
@@ -95,6 +95,9 @@ class PooledReceivesTest {
         ReceiveQueue rq = queue(slots, SIZE);
         int a = arrive(slots, 0, "first");
         rq.enqueue(a, RdmaProtocol.HEADER_LENGTH, RdmaProtocol.HEADER_LENGTH + 5);
+        for (int i = 1; i < pool.lag(); i++) { // other messages consumed: the lend makes the pool lack its lag
+            pool.recycle(pool.take(pool.wrId(i)));
+        }
         pool.queue().close(); // every post refused from now on (EBADF)
         VerbsException e = assertThrows(VerbsException.class,
                 () -> rq.nextRead(handle(SIZE), UnpooledByteBufAllocator.DEFAULT, false));
@@ -123,9 +126,8 @@ class PooledReceivesTest {
         assertEquals(SIZE, channel.lentBytes.get());
         assertEquals(SIZE, loopCounters.lentBytes.get());
         assertEquals(1, rq.takeReposted(), "its credit is owed");
-        assertEquals(COUNT + 16 - 1, pool.posted(), "a receive posted for the lent one before its credit goes back; "
-                + "none yet for the unread one");
-        assertEquals(0, pool.refill());
+        assertEquals(COUNT + 16 - 2, pool.posted(), "one receive short: the pool posts once it lacks its lag");
+        assertEquals(1, pool.refill(), "the one the lent buffer leaves (none for the unread message)");
         assertEquals(inUse + 1, alloc.buffersInUse(), "one new buffer: no spare yet");
 
         // copied (a guess below the message, then the lending bound): in two reads, then its buffer is posted again
@@ -138,7 +140,8 @@ class PooledReceivesTest {
         rest.release();
         assertEquals(1, rq.takeReposted());
         assertFalse(rq.hasPending());
-        assertEquals(COUNT + 16, pool.posted(), "the read message's receive posted again");
+        assertEquals(COUNT + 16 - 1, pool.posted(), "the read message's buffer a spare until the pool lacks its lag");
+        assertEquals(1, pool.refill());
         assertEquals(inUse + 1, alloc.buffersInUse(), "with the copied message's own buffer");
 
         // the lent buffer released on the loop becomes a spare of the pool too: refills need no new buffer
@@ -153,6 +156,39 @@ class PooledReceivesTest {
         rq.close();
     }
 
+    /**
+     * A consumed message's receive is posted again once the pool lacks its lag, all of them in one chain; until then
+     * the pool stays within its margin of the reservations, so the peers' credits are always covered.
+     */
+    @Test
+    void consumedReceivesArePostedInOneChainOnceThePoolLacksItsLag() throws Exception {
+        PooledReceives slots = new PooledReceives(pool, COUNT);
+        int lag = pool.lag();
+        assertEquals(8, lag, "half the margin of 16");
+        int next = 0;
+        for (int message = 1; message <= 3 * lag; message++) {
+            int slot = slots.hold(pool.wrId(next));
+            slots.consumed(slot);
+            int short_ = pool.target() - pool.posted();
+            assertTrue(short_ < lag, "never lag short after a consumption: " + short_);
+            assertTrue(pool.posted() >= COUNT + 16 - lag + 1, "the credits and half the margin posted");
+            assertEquals(message % lag == 0 ? 0 : message % lag, short_,
+                    "message " + message + ": posted again in a chain every " + lag + " messages");
+            next = nextPosted(next);
+        }
+    }
+
+    /** A posted receive of the pool after {@code slot}. */
+    private int nextPosted(int slot) {
+        for (int i = 1; i <= pool.capacity(); i++) {
+            int s = (slot + i) % pool.capacity();
+            if (pool.isPosted(s)) {
+                return s;
+            }
+        }
+        throw new AssertionError("nothing posted");
+    }
+
     @Test
     void aMessageBeyondTheSlotsIsRefusedAndItsBufferGoesBack() throws Exception {
         PooledReceives slots = new PooledReceives(pool, COUNT);
@@ -163,11 +199,12 @@ class PooledReceivesTest {
         assertEquals(-1, slots.hold(pool.wrId(COUNT)), "more messages than the peer may have sent unread");
         assertEquals(inUse, alloc.buffersInUse(), "its buffer is the pool's spare");
         slots.consumed(2);
-        assertEquals(COUNT + 16 - 3, pool.posted(), "the read message's receive posted again; none for the 3 unread");
+        assertEquals(COUNT + 16 - 5, pool.posted(), "two short of the target (none for the 3 unread): under the lag");
+        assertEquals(2, pool.refill());
         assertEquals(2, slots.hold(pool.wrId(COUNT + 1)), "a consumed message's slot is free again");
         RdmaByteBuf lent = slots.buffer(0);
         assertTrue(slots.handOver(0), "lent: the slot goes on without its buffer");
-        assertEquals(COUNT + 16 - 3, pool.posted(), "a receive posted for the lent one");
+        assertEquals(1, pool.refill(), "a receive for the lent one");
         assertThrows(IllegalStateException.class, () -> slots.consumed(0), "slot 0 holds nothing now");
         inUse = alloc.buffersInUse();
         slots.close();
