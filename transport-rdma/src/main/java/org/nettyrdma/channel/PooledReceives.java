@@ -6,9 +6,9 @@ import org.nettyrdma.verbs.VerbsException;
  * A connection's receives from its loop's shared receive queue ({@link ReceivePool}, docs/srq-design.md): the buffer
  * of a shared receive that completed for this connection is held in a slot of its own until the message in it is
  * consumed, then goes back to the pool, which posts a receive for it (in a chain with others once it lacks a few:
- * {@link ReceivePool#lag()}); a lent buffer leaves its slot, and the pool posts a new one the same way. There are as many slots as messages the peer may have sent
- * unread (the most credits it can hold): one more arriving is a protocol violation. Used where
- * {@link RdmaIoHandlerConfig#setSharedReceiveQueue} is on. Event loop only.
+ * {@link ReceivePool#lag()}); a lent buffer leaves its slot, and the pool posts a new one the same way. There are as
+ * many slots as messages the peer may have sent unread (the most credits it can hold): one more arriving is a protocol
+ * violation. Used where {@link RdmaIoHandlerConfig#setSharedReceiveQueue} is on. Event loop only.
  */
 final class PooledReceives implements ReceiveSlots {
     private final ReceivePool pool;
