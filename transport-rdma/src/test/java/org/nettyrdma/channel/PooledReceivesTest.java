@@ -169,10 +169,10 @@ class PooledReceivesTest {
         for (int message = 1; message <= 3 * lag; message++) {
             int slot = slots.hold(pool.wrId(next));
             slots.consumed(slot);
-            int short_ = pool.target() - pool.posted();
-            assertTrue(short_ < lag, "never lag short after a consumption: " + short_);
+            int lacking = pool.target() - pool.posted();
+            assertTrue(lacking < lag, "never lacking the lag after a consumption: " + lacking);
             assertTrue(pool.posted() >= COUNT + 16 - lag + 1, "the credits and half the margin posted");
-            assertEquals(message % lag == 0 ? 0 : message % lag, short_,
+            assertEquals(message % lag, lacking,
                     "message " + message + ": posted again in a chain every " + lag + " messages");
             next = nextPosted(next);
         }
