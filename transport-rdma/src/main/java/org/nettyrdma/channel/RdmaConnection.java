@@ -141,6 +141,29 @@ final class RdmaConnection {
         }
     }
 
+    /** The connection's state in one line, for a report of a connection that hangs (event loop only). */
+    String describe() {
+        StringBuilder b = new StringBuilder("state");
+        String[] names = {"SEND_OPEN", "REMOVING", "FLUSH_AFTER_REMOVE", "FIN_PENDING", "FIN_SENT", "FIN_RECEIVED",
+            "CLOSING", "FAILED", "PEER_GONE", "CREDITS_BROKEN", "DESTROYED", "CLOSE_REQUESTED", "SEND_BLOCKED",
+            "TOUCHED", "RING_OFFERED", "FENCE_POSTED"};
+        for (int i = 0; i < names.length; i++) {
+            if (is(1 << i)) {
+                b.append(' ').append(names[i]);
+            }
+        }
+        b.append(", keep-alive ").append(keepAlive == null ? "off" : keepAlive.isDone() ? "ended" : "on")
+                .append(" (heard ").append(heard).append(", posted at last tick ").append(postedAtLastTick)
+                .append(", silent ticks ").append(silentTicks).append(')');
+        if (sends != null) {
+            b.append(", sends ").append(sends.isIdle() ? "idle" : "in flight").append(sends.hasPlace() ? "" : ", queue full")
+                    .append(", unsettled ").append(sends.unsettledBytes()).append(" B");
+        }
+        ChannelOutboundBuffer out = unsafe.outboundBuffer();
+        return b.append(", ").append(credits).append(", pending reads ").append(recv.hasPending())
+                .append(", outbound ").append(out == null ? "closed" : out.totalPendingWriteBytes() + " B").toString();
+    }
+
     private boolean is(int bits) {
         return (state & bits) != 0;
     }

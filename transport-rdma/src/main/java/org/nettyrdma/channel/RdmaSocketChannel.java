@@ -115,6 +115,18 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
         return id == null || id.device() == null ? null : id.device().attributes();
     }
 
+    /**
+     * The connection's protocol state in one line (its lifecycle bits, keep-alive, sends in flight, credits, reads
+     * pending), for a report of a connection that seems to hang; "no connection" before one was set up. Call it on the
+     * channel's event loop.
+     */
+    public String describeState() {
+        if (!eventLoop().inEventLoop()) {
+            throw new IllegalStateException("describeState() runs on the channel's event loop");
+        }
+        return conn == null ? "no connection" : conn.describe();
+    }
+
     /** This channel's traffic: bytes, messages, work requests, copies and credit stalls. */
     public RdmaCounters counters() {
         return counters;

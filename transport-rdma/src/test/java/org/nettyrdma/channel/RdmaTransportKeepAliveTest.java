@@ -31,6 +31,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -155,6 +156,11 @@ class RdmaTransportKeepAliveTest {
                 () -> "client " + client.counters() + ", child " + child.counters());
         assertTrue(client.isActive() && child.isActive(), "a probe closed a live connection");
         assertTrue(clientErrors.isEmpty() && childErrors.isEmpty(), () -> clientErrors + " " + childErrors);
+        // what a report of a hang prints (EchoStream): the open connection and its keep-alive, on the loop only
+        String state = client.eventLoop().submit(client::describeState).get(10, TimeUnit.SECONDS);
+        assertTrue(state.startsWith("state SEND_OPEN") && state.contains("keep-alive on") && !state.contains("FAILED"),
+                state);
+        assertThrows(IllegalStateException.class, client::describeState);
         // nothing reached either pipeline, and the stream is intact after the probes
         assertEchoed(client, echoed, (byte) 1, (byte) 2, (byte) 3, (byte) 4, (byte) 5);
         client.close().sync();

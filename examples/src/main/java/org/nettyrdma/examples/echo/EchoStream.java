@@ -10,12 +10,18 @@ import io.netty.util.concurrent.Promise;
 import org.nettyrdma.channel.RdmaByteBufAllocator;
 import org.nettyrdma.channel.RdmaCounters;
 import org.nettyrdma.channel.RdmaIoHandler;
+import org.nettyrdma.channel.RdmaSocketChannel;
 import org.nettyrdma.examples.Transport;
 
+import java.io.File;
+import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -249,7 +255,11 @@ public final class EchoStream {
         }
         say("client: connected " + channel.localAddress() + " -> " + channel.remoteAddress() + " over " + transport);
         try {
-            return waitFor(done, () -> handler.lastActivityNs, limitNs, "stream " + address);
+            int verdict = waitFor(done, () -> handler.lastActivityNs, limitNs, "stream " + address);
+            if (verdict == HUNG) {
+                describeHang(channel);
+            }
+            return verdict;
         } finally {
             channel.close().await(5, TimeUnit.SECONDS);
         }
@@ -268,6 +278,53 @@ public final class EchoStream {
             }
         }
         return result.getNow();
+    }
+
+    /**
+     * After a hang, what a reader of the log needs to tell a silent peer from a stuck event loop: whether the channel's
+     * loop still runs tasks, the channel's counters, and the stack of every event loop thread.
+     */
+    private static void describeHang(Channel channel) throws InterruptedException {
+        long start = System.nanoTime();
+        io.netty.util.concurrent.Future<String> state = channel.eventLoop().submit(() ->
+                channel instanceof RdmaSocketChannel ? ((RdmaSocketChannel) channel).describeState() : "");
+        boolean ran = state.await(2, TimeUnit.SECONDS);
+        say("HANG " + channel + ": active " + channel.isActive() + ", its event loop "
+                + (ran ? "ran a task in " + (System.nanoTime() - start) / 1_000 + " us: " + state.getNow()
+                        : "did not run a task within 2 s")
+                + (channel instanceof RdmaSocketChannel ? ", " + ((RdmaSocketChannel) channel).counters() : ""));
+        for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
+            if (e.getKey().getName().toLowerCase(Locale.ROOT).contains("eventloop")) {
+                StringBuilder stack = new StringBuilder("HANG thread " + e.getKey().getName() + " " + e.getKey().getState());
+                for (StackTraceElement frame : e.getValue()) {
+                    stack.append("\n    at ").append(frame);
+                }
+                say(stack.toString());
+            }
+        }
+        kernelStacks();
+    }
+
+    /**
+     * The kernel stack of each of this process's threads that sleeps uninterruptibly (state D) or is an event loop's,
+     * where Linux shows it (root): a verbs call that does not return shows there.
+     */
+    private static void kernelStacks() {
+        File[] tasks = new File("/proc/self/task").listFiles();
+        for (File task : tasks == null ? new File[0] : tasks) {
+            try {
+                String stat = new String(Files.readAllBytes(task.toPath().resolve("stat")), StandardCharsets.US_ASCII);
+                int end = stat.lastIndexOf(')');
+                String name = stat.substring(stat.indexOf('(') + 1, Math.max(end, stat.indexOf('(') + 1));
+                char state = end > 0 && stat.length() > end + 2 ? stat.charAt(end + 2) : '?';
+                if (state == 'D' || name.startsWith("multiThreadIo")) {
+                    say("HANG task " + task.getName() + " (" + name + ") state " + state + ", kernel stack:\n"
+                            + new String(Files.readAllBytes(task.toPath().resolve("stack")), StandardCharsets.US_ASCII));
+                }
+            } catch (IOException | RuntimeException e) {
+                say("HANG task " + task.getName() + ": " + e);
+            }
+        }
     }
 
     static void say(String line) {
