@@ -5,6 +5,7 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.util.concurrent.Promise;
 import org.nettyrdma.channel.RdmaByteBufAllocator;
@@ -258,6 +259,9 @@ public final class EchoStream {
             int verdict = waitFor(done, () -> handler.lastActivityNs, limitNs, "stream " + address);
             if (verdict == HUNG) {
                 describeHang(channel);
+                // given up: an abortive close, as a reset, not an orderly one that waits CLOSE_TIMEOUT_MILLIS for a
+                // peer that takes nothing (the resources check after it would count that wait as a leak)
+                channel.config().setOption(ChannelOption.SO_LINGER, 0);
             }
             return verdict;
         } finally {

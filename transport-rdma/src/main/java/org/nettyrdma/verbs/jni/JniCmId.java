@@ -40,6 +40,9 @@ final class JniCmId implements CmId {
     /** While {@link #connecting}: the connect's outcome was reported by an event before its thread left. */
     private boolean answered;
     private long connectThread;
+    /** A teardown (disconnect, QP and id destroyed) that takes longer is logged with where the time went. */
+    static final long SLOW_TEARDOWN_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
+
     /** close() could not end the connect: its thread destroys the id when rdma_connect returns. */
     private boolean closeDeferred;
 
@@ -516,21 +519,35 @@ final class JniCmId implements CmId {
 
     private void destroy() throws VerbsException {
         closeDeferred = false;
+        long start = System.nanoTime();
         if (connected) {
             Native.disconnect(handle); // the peer gets DISCONNECTED
             connected = false;
         }
+        long disconnected = System.nanoTime();
         JniQueuePair q = qp;
         if (q != null) {
             q.close();
             q.destroy();
         }
+        long qpDestroyed = System.nanoTime();
         provider.forget(this);
         int rc = Native.destroyId(handle);
+        long end = System.nanoTime();
+        if (end - start > SLOW_TEARDOWN_NANOS) {
+            // the calling thread (an event loop) waited that long in the kernel: say where
+            logger.warn("{}: tearing the connection down took {} ms: rdma_disconnect {} ms, the QP {} ms, "
+                    + "rdma_destroy_id {} ms", this, millis(end - start), millis(disconnected - start),
+                    millis(qpDestroyed - disconnected), millis(end - qpDestroyed));
+        }
         channel.detach();
         if (rc < 0) {
             throw failure("rdma_destroy_id", rc, null);
         }
+    }
+
+    static long millis(long nanos) {
+        return TimeUnit.NANOSECONDS.toMillis(nanos);
     }
 
     @Override

@@ -1,5 +1,7 @@
 package org.nettyrdma.verbs.jni;
 
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.CompletionQueue;
 import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.ProtectionDomain;
@@ -34,6 +36,7 @@ import java.nio.ByteOrder;
  * </ul>
  */
 final class JniQueuePair implements QueuePair {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(JniQueuePair.class);
     private static final QpState[] STATES = QpState.values();
 
     private final JniCmId id;
@@ -398,7 +401,13 @@ final class JniQueuePair implements QueuePair {
             return;
         }
         destroyed = true;
+        long start = System.nanoTime();
         Native.destroyQp(handle);
+        long took = System.nanoTime() - start;
+        if (took > JniCmId.SLOW_TEARDOWN_NANOS) {
+            logger.warn("{}: destroying it took {} ms (the calling thread waited in the kernel)", this,
+                    JniCmId.millis(took));
+        }
         sendCq.detach(this);
         recvCq.detach(this);
         if (caps.srq() != null) {
