@@ -134,6 +134,13 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         id = fresh;
     }
 
+    /** Takes the CM id away from the channel (it destroys it elsewhere: {@code RdmaSocketUnsafe.destroy}); may be null. */
+    final CmId detachId() {
+        CmId detached = id;
+        id = null;
+        return detached;
+    }
+
     private void destroyId() {
         if (id != null) {
             try {

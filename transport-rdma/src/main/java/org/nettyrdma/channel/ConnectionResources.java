@@ -329,6 +329,15 @@ final class ConnectionResources {
         }
     }
 
+    /**
+     * Destroys the QP, {@link #destroy}'s middle part: the one that may keep the calling thread long in the kernel
+     * (SoftRoCE took 1.9 s for a QP whose peer had been killed), so it may run on a thread other than the loop's
+     * ({@link Teardowns}; the SPI's close is thread-safe). Returns whether the QP is gone.
+     */
+    boolean closeQp() {
+        return closeQp(qp);
+    }
+
     private boolean closeQp(QueuePair qp) {
         try {
             qp.close();
@@ -345,6 +354,12 @@ final class ConnectionResources {
      * destroyed: a work request may still reference it). Returns whether the memory was freed.
      */
     boolean destroy() {
+        beginDestroy();
+        return finishDestroy(closeQp());
+    }
+
+    /** {@link #destroy}'s first part, on the loop: the QP's windows and exposures end, no send waits any more. */
+    void beginDestroy() {
         boolean exposes = sends != null && sends.rendezvous() != null;
         if (ring != null || exposes) {
             // a bound window holds its QP (rxe took ~50 s to destroy one): the QP stops first, then the windows go
@@ -363,7 +378,13 @@ final class ConnectionResources {
         if (sends != null) {
             sends.stopWaiting();
         }
-        boolean qpGone = closeQp(qp);
+    }
+
+    /**
+     * {@link #destroy}'s last part, on the loop, once {@link #closeQp} has returned {@code qpGone}: the completion
+     * queue entries go back, and, if the QP is gone, the memory. Returns {@code qpGone}.
+     */
+    boolean finishDestroy(boolean qpGone) {
         if (pool != null && qpGone) {
             // its receives still in the queue's completions are orphans now: they go back to the pool
             ch.registration.unbindSharedReceives();

@@ -1365,8 +1365,19 @@ final class RdmaConnection {
 
     /** Frees everything, in reverse order of creation: the QP first, so that no work request references memory. */
     void destroy() {
+        if (beginDestroy()) {
+            finishDestroy(res.closeQp());
+        }
+    }
+
+    /**
+     * {@link #destroy}'s first part, on the loop: the connection stops (its timers, its windows and exposures, its
+     * waits); nothing of it runs any more. False if it was destroyed before. Then {@link ConnectionResources#closeQp},
+     * on any thread, then {@link #finishDestroy}.
+     */
+    boolean beginDestroy() {
         if (is(DESTROYED)) {
-            return;
+            return false;
         }
         set(DESTROYED);
         if (closeTimeout != null) {
@@ -1378,7 +1389,13 @@ final class RdmaConnection {
         if (nudge != null) {
             nudge.cancel(false);
         }
-        if (res.destroy() && linger != null) {
+        res.beginDestroy();
+        return true;
+    }
+
+    /** {@link #destroy}'s last part, on the loop, once the QP's destruction returned {@code qpGone}: the memory goes. */
+    void finishDestroy(boolean qpGone) {
+        if (res.finishDestroy(qpGone) && linger != null) {
             linger.release(); // its bytes in flight are no longer read: the QP is gone
         }
     }

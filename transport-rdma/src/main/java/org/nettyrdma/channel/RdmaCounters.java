@@ -37,6 +37,7 @@ public final class RdmaCounters {
     long waits;
     long solicitedWaits;
     long cmPolls;
+    long slowTeardowns;
     /** Receive buffers the pipeline holds, in bytes (the application releases them on any thread). */
     final AtomicLong lentBytes = new AtomicLong();
     long registeredBytes;
@@ -201,6 +202,16 @@ public final class RdmaCounters {
         return spinsFound;
     }
 
+    /**
+     * Connections whose queue pair and CM id took the kernel longer to destroy than the loop waits for
+     * ({@code org.nettyrdma.teardownInlineWaitMillis}, 50 ms): the loop went on meanwhile, and freed their memory once the
+     * destruction returned. Event loops only.
+     */
+    public long slowTeardowns() {
+        acquire();
+        return slowTeardowns;
+    }
+
     /** Busy-polls of an idle event loop that ran their whole budget and found nothing. Event loops only. */
     public long spinsMissed() {
         acquire();
@@ -299,6 +310,7 @@ public final class RdmaCounters {
         total.waits += waits;
         total.solicitedWaits += solicitedWaits;
         total.cmPolls += cmPolls;
+        total.slowTeardowns += slowTeardowns;
         total.lentBytes.addAndGet(lentBytes.get());
         total.registeredBytes += registeredBytes;
         total.queuePairs += queuePairs;
@@ -320,6 +332,7 @@ public final class RdmaCounters {
                 + ", rendezvousExposedBytes=" + rendezvousExposedBytes
                 + ", spinsFound=" + spinsFound + ", spinsMissed="
                 + spinsMissed + ", waits=" + waits + ", solicitedWaits=" + solicitedWaits + ", cmPolls=" + cmPolls
+                + ", slowTeardowns=" + slowTeardowns
                 + ", lentBytes=" + lentBytes + ", registeredBytes="
                 + registeredBytes + ", queuePairs=" + queuePairs + '}';
     }

@@ -37,10 +37,17 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 
@@ -98,6 +105,11 @@ public final class RdmaIoHandler implements IoHandler {
      * the pool's (its upper 32 bits 0), so the completion's qp_num says whose it is (docs/srq-design.md, section 1).
      */
     private final IntObjectHashMap<Registration> byQpNum = new IntObjectHashMap<>();
+    /** Connections whose teardown went on without the loop ({@link #tearDown}) and has not finished here. Loop only. */
+    private int pendingTeardowns;
+    /** Their last parts, queued by the teardown threads once the QP and CM id are destroyed, run on the loop. */
+    private final BlockingQueue<Runnable> finishedTeardowns = new LinkedBlockingQueue<>();
+    private final Runnable runFinishedTeardowns = this::runFinishedTeardowns;
     /**
      * The qp_nums of destroyed QPs whose shared receives may still sit in a completion queue, not yet polled: a new QP
      * that gets such a number (devices reuse them) is bound only after the queues are drained, so that none of those
@@ -928,6 +940,11 @@ public final class RdmaIoHandler implements IoHandler {
     public void destroy() {
         closeForShutdown();
         LOOPS.remove(executor, this);
+        if (!awaitTeardowns()) {
+            closeQuietly(cmChannel);
+            closeQuietly(waiter);
+            return;
+        }
         for (DeviceQueues q : devices) {
             closeQueues(q); // after the connections' QPs (closeForShutdown); acknowledges the events no wait read
         }
@@ -946,6 +963,81 @@ public final class RdmaIoHandler implements IoHandler {
         counters.publish();
         closeQuietly(cmChannel);
         closeQuietly(waiter);
+    }
+
+    /**
+     * Destroys a connection's QP and CM id on a {@link Teardowns} thread ({@code blocking}, which answers whether the QP
+     * is gone), then runs {@code finish} with that answer on this loop: before this returns if the teardown took at most
+     * {@link Teardowns#INLINE_WAIT_NANOS}, else once it has, while the loop serves its other channels meanwhile. Loop
+     * only.
+     */
+    void tearDown(Supplier<Boolean> blocking, Consumer<Boolean> finish) {
+        CompletableFuture<Boolean> teardown = CompletableFuture.supplyAsync(blocking, Teardowns.EXECUTOR);
+        try {
+            finish.accept(teardown.get(Teardowns.INLINE_WAIT_NANOS, TimeUnit.NANOSECONDS));
+            return;
+        } catch (TimeoutException e) {
+            // goes on without the loop
+        } catch (ExecutionException e) {
+            logger.warn("tearing a connection down failed; its registered memory is not freed", e.getCause());
+            finish.accept(false); // a QP that may still exist keeps its memory
+            return;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        pendingTeardowns++;
+        counters.slowTeardowns++;
+        teardown.whenComplete((qpGone, cause) -> {
+            if (cause != null) {
+                logger.warn("tearing a connection down failed; its registered memory is not freed", cause);
+            }
+            finishedTeardowns.add(() -> {
+                pendingTeardowns--;
+                finish.accept(cause == null && qpGone);
+            });
+            try {
+                executor.execute(runFinishedTeardowns);
+            } catch (RejectedExecutionException rejected) {
+                // the loop has stopped taking tasks: destroy() runs it
+            }
+        });
+    }
+
+    /** Runs the last parts of the teardowns that have returned ({@link #tearDown}). Loop only. */
+    private void runFinishedTeardowns() {
+        Runnable finish;
+        while ((finish = finishedTeardowns.poll()) != null) {
+            finish.run();
+        }
+        counters.publish();
+    }
+
+    /**
+     * Waits, as the loop ends, for the teardowns still under way to return and runs their last parts: until none is
+     * left (true) or {@link Teardowns#SHUTDOWN_WAIT_NANOS} passed (false: a QP still being destroyed may use the
+     * loop's queues and memory, which must then stay).
+     */
+    private boolean awaitTeardowns() {
+        runFinishedTeardowns();
+        long deadline = System.nanoTime() + Teardowns.SHUTDOWN_WAIT_NANOS;
+        while (pendingTeardowns > 0) {
+            long left = deadline - System.nanoTime();
+            Runnable finish = null;
+            try {
+                finish = left > 0 ? finishedTeardowns.poll(left, TimeUnit.NANOSECONDS) : null;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (finish == null) {
+                logger.warn("{} connection(s) of the loop ending still had their queue pair destroyed after {} s: the "
+                        + "loop's completion queues, receive pools and staging stay allocated (a QP may still use "
+                        + "them)", pendingTeardowns, TimeUnit.NANOSECONDS.toSeconds(Teardowns.SHUTDOWN_WAIT_NANOS));
+                return false;
+            }
+            finish.run();
+        }
+        counters.publish();
+        return true;
     }
 
     /** A handle's registration; its id is the upper 32 bits of every wr_id the handle posts. */

@@ -402,6 +402,11 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
     final class RdmaSocketUnsafe extends AbstractUnsafe implements RdmaIoHandle {
         boolean readPending;
+        /**
+         * The connection's QP and CM id are being destroyed on a teardown thread ({@link #destroy}): completions and
+         * events of them are dropped until the registration ends.
+         */
+        private boolean tearingDown;
         private boolean readScheduled;
         private final Runnable readTask = () -> {
             readScheduled = false;
@@ -513,6 +518,9 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
         @Override
         public void onCmEvent(CmEvent event) {
+            if (tearingDown) {
+                return; // of the id being destroyed (a DISCONNECTED, say): nothing of the connection is left to tell
+            }
             switch (event.type()) {
                 case ADDR_RESOLVED:
                     onAddressResolved();
@@ -733,7 +741,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
         @Override
         public void onCompletion(CompletionArray wc, int index) {
-            if (conn != null) {
+            if (conn != null && !tearingDown) {
                 conn.onCompletion(wc.wrId(index), wc.status(index), wc.byteLen(index), wc.opcode(index),
                         wc.immData(index), wc.wcFlags(index));
             }
@@ -741,7 +749,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
         @Override
         public void onSharedReceive(CompletionArray wc, int index) {
-            if (conn != null) {
+            if (conn != null && !tearingDown) {
                 conn.onSharedReceive(wc.wrId(index), wc.status(index), wc.byteLen(index), wc.opcode(index),
                         wc.immData(index), wc.wcFlags(index));
             } else {
@@ -751,7 +759,7 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
 
         @Override
         public void onBatchComplete() {
-            if (conn != null) {
+            if (conn != null && !tearingDown) {
                 conn.onBatchComplete();
             }
         }
@@ -858,12 +866,36 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             destroy();
         }
 
-        /** Releases every verbs resource of the channel; from here no completion can name it. */
+        /**
+         * Releases every verbs resource of the channel; once done, no completion or event can name it. The QP and the
+         * CM id are destroyed on a teardown thread ({@link RdmaIoHandler#tearDown}: the kernel may take long); the
+         * connection's memory and the registration go on this loop after them, within this call if they were quick.
+         */
         void destroy() {
-            if (conn != null) {
-                conn.destroy();
+            RdmaConnection c = conn;
+            if (c == null || !c.beginDestroy()) {
+                if (!tearingDown) {
+                    releaseIdAndRegistration(); // no connection, or it is destroyed already: the id (if any) goes now
+                }
+                return;
             }
-            releaseIdAndRegistration();
+            CmId detached = detachId();
+            tearingDown = true;
+            handler.tearDown(() -> {
+                boolean qpGone = c.resources().closeQp();
+                if (detached != null) {
+                    try {
+                        detached.close(); // rdma_disconnect if connected, rdma_destroy_id
+                    } catch (VerbsException e) {
+                        logger.debug("rdma_destroy_id failed", e);
+                    }
+                }
+                return qpGone;
+            }, qpGone -> {
+                c.finishDestroy(qpGone);
+                tearingDown = false;
+                releaseIdAndRegistration(); // the id went with the teardown: this ends the registration
+            });
         }
 
         @Override

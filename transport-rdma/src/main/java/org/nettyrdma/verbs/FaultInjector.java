@@ -32,6 +32,12 @@ public interface FaultInjector {
      */
     void stallSends(QueuePair qp);
 
+    /**
+     * Destroying {@code qp} keeps the calling thread {@code millis} first (the QP works on meanwhile), as SoftRoCE's
+     * kernel took 1.9 s to destroy a QP whose peer host had been killed.
+     */
+    void delayDestroy(QueuePair qp, long millis);
+
     /** Completions for {@code cq} become visible {@code delayNanos} after the work finished (0 restores). */
     void delayCompletions(CompletionQueue cq, long delayNanos);
 

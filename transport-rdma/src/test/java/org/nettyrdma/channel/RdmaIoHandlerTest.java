@@ -7,6 +7,8 @@ import ch.qos.logback.core.read.ListAppender;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
@@ -28,6 +30,7 @@ import org.nettyrdma.verbs.CompletionArray;
 import org.nettyrdma.verbs.Device;
 import org.nettyrdma.verbs.Errno;
 import org.nettyrdma.verbs.FaultInjector;
+import org.nettyrdma.verbs.QueuePair;
 import org.nettyrdma.verbs.WorkRequestList;
 import org.slf4j.LoggerFactory;
 
@@ -46,6 +49,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** What the event loop does when its completion queue fails (emulated provider: it injects the overrun). */
@@ -401,6 +405,78 @@ class RdmaIoHandlerTest {
             assertEquals(0, channel.counters().registeredBytes(), () -> "" + channel.counters());
         } finally {
             clientGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS);
+            RdmaTestSupport.shutdown(serverGroup);
+        }
+    }
+
+    /**
+     * Destroying a QP may keep the calling thread long in the kernel (SoftRoCE: 1.9 s for a QP whose peer host was
+     * killed). The loop hands it to a teardown thread and serves its other channels meanwhile: here destroying A's
+     * QP takes 2 s, and while it goes on, B on the same client loop echoes ten times within 1.5 s. A's memory and QP
+     * are counted back once the destruction returned.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aQueuePairSlowToDestroyDoesNotStallItsLoop() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "only the emulated fabric can be made slow to destroy a QP");
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "slow-teardown-client");
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "slow-teardown-server");
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
+            Client a = Client.connect(clientGroup, (InetSocketAddress) server.localAddress());
+            Client b = Client.connect(clientGroup, (InetSocketAddress) server.localAddress());
+            a.echo("a");
+            b.echo("b");
+            RdmaSocketChannel channelA = (RdmaSocketChannel) a.channel;
+            QueuePair qpA = RdmaTestSupport.onLoop(channelA, () -> channelA.resources().qp);
+            channelA.handler.resources().provider().faults().delayDestroy(qpA, 2_000);
+            a.channel.config().setOption(ChannelOption.SO_LINGER, 0); // abortive: the teardown begins within close()
+            long start = System.nanoTime();
+            ChannelFuture closed = a.channel.close();
+            for (int i = 0; i < 10; i++) {
+                b.echo("b" + i);
+            }
+            long echoedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            assertTrue(echoedMs < 1_500, "B's ten echoes took " + echoedMs + " ms while A's QP was being destroyed: "
+                    + "the loop waited for it");
+            closed.sync();
+            RdmaTestSupport.awaitCondition("A's QP and memory counted back", () -> channelA.counters().queuePairs() == 0
+                    && channelA.counters().registeredBytes() == 0, 10_000, () -> "" + channelA.counters());
+            assertTrue(RdmaIoHandler.counters(clientGroup).slowTeardowns() >= 1,
+                    () -> "" + RdmaIoHandler.counters(clientGroup));
+            b.echo("after A's teardown");
+            assertEquals(1, RdmaIoHandler.counters(clientGroup).queuePairs());
+        } finally {
+            RdmaTestSupport.shutdown(clientGroup);
+            RdmaTestSupport.shutdown(serverGroup);
+        }
+    }
+
+    /**
+     * A loop that ends while a connection's QP is still being destroyed on a teardown thread waits for it, then frees
+     * the connection's memory, its own queues and staging: nothing is freed under a QP that may still use it.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aLoopEndingWaitsForTheTeardownsUnderWay() throws Exception {
+        assumeFalse(RdmaTestSupport.isNative(), "only the emulated fabric can be made slow to destroy a QP");
+        EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "slow-teardown-ending");
+        EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "slow-teardown-ending-server");
+        try {
+            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
+                    .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
+            Client a = Client.connect(clientGroup, (InetSocketAddress) server.localAddress());
+            a.echo("before the loop ends");
+            RdmaSocketChannel channel = (RdmaSocketChannel) a.channel;
+            QueuePair qp = RdmaTestSupport.onLoop(channel, () -> channel.resources().qp);
+            channel.handler.resources().provider().faults().delayDestroy(qp, 1_000);
+            clientGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly();
+            assertFalse(channel.isOpen(), "the channel is closed with its loop");
+            assertEquals(0, channel.counters().queuePairs(), () -> "" + channel.counters());
+            assertEquals(0, channel.counters().registeredBytes(), () -> "" + channel.counters());
+        } finally {
+            RdmaTestSupport.shutdown(clientGroup);
             RdmaTestSupport.shutdown(serverGroup);
         }
     }

@@ -97,6 +97,11 @@ public final class EmulatedProvider implements VerbsProvider {
         }
 
         @Override
+        public void delayDestroy(QueuePair qp, long millis) {
+            ((EmulatedQueuePair) qp).delayDestroy(millis);
+        }
+
+        @Override
         public void delayCompletions(CompletionQueue cq, long delayNanos) {
             ((EmulatedCompletionQueue) cq).delayNanos(delayNanos);
         }

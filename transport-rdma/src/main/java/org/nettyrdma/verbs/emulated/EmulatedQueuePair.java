@@ -65,6 +65,8 @@ final class EmulatedQueuePair implements QueuePair {
     private volatile Link link = new Link();
     private volatile QpState state = QpState.INIT;
     private volatile boolean destroyed;
+    /** How long the next destruction keeps the calling thread ({@link #delayDestroy}). */
+    private volatile long destroyDelayMillis;
     private EmulatedQueuePair peer;
     private int rnrRetry = ConnectionParameters.RNR_RETRY_INFINITE;
     private int injectedStatus;
@@ -894,6 +896,15 @@ final class EmulatedQueuePair implements QueuePair {
 
     @Override
     public void close() {
+        long delay = destroyDelayMillis;
+        destroyDelayMillis = 0;
+        if (delay > 0) {
+            try {
+                Thread.sleep(delay); // (the QP still works meanwhile, as a kernel's does until its destruction)
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
         Link l = link;
         synchronized (l) {
             if (destroyed) {
@@ -911,6 +922,11 @@ final class EmulatedQueuePair implements QueuePair {
         }
         pd.release();
         device.releaseQp();
+    }
+
+    /** {@link org.nettyrdma.verbs.FaultInjector#delayDestroy}. */
+    void delayDestroy(long millis) {
+        destroyDelayMillis = millis;
     }
 
     @Override
