@@ -535,7 +535,7 @@ final class JniCmId implements CmId {
         int rc = Native.destroyId(handle);
         long end = System.nanoTime();
         if (end - start > SLOW_TEARDOWN_NANOS) {
-            // the calling thread (an event loop) waited that long in the kernel: say where
+            // the calling thread (a teardown thread, or a loop for one never connected) waited that long in the kernel
             logger.warn("{}: tearing the connection down took {} ms: rdma_disconnect {} ms, the QP {} ms, "
                     + "rdma_destroy_id {} ms", this, millis(end - start), millis(disconnected - start),
                     millis(qpDestroyed - disconnected), millis(end - qpDestroyed));

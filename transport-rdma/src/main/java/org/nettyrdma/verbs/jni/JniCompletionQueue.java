@@ -10,6 +10,8 @@ import org.nettyrdma.verbs.WcOpcode;
 import org.nettyrdma.verbs.WcStatus;
 
 import java.nio.ByteBuffer;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
 
 /**
  * {@code ibv_cq}. Polls straight into the {@link CompletionArray}'s memory. Completions are also shown to their queue
@@ -21,8 +23,13 @@ final class JniCompletionQueue implements CompletionQueue {
     private final long handle;
     private final JniCompletionChannel channel;
     private final int capacity;
-    /** QPs whose send or receive queue completes here, by QP number. */
+    /**
+     * QPs whose send or receive queue completes here, by QP number. Read and written by the polling thread only (a QP
+     * is created on it): a QP destroyed on another thread (a teardown's) is taken out through {@link #detached}.
+     */
     private final IntObjectHashMap<JniQueuePair> qps = new IntObjectHashMap<>();
+    /** QPs destroyed since the last poll, for the polling thread to take out of {@link #qps}. */
+    private final Queue<JniQueuePair> detached = new ConcurrentLinkedQueue<>();
     private int attachedQps;
     private int unackedEvents;
     private boolean closed;
@@ -66,6 +73,9 @@ final class JniCompletionQueue implements CompletionQueue {
         if (into != lastArray) {
             lastAddress = Native.directBufferAddress(into.memory());
             lastArray = into;
+        }
+        if (!detached.isEmpty()) {
+            forgetDetached();
         }
         int rc = Native.pollCq(handle, lastAddress, n);
         if (rc > 0 && !qps.isEmpty()) {
@@ -138,10 +148,22 @@ final class JniCompletionQueue implements CompletionQueue {
         qps.put(qp.qpNum(), qp);
     }
 
+    /**
+     * The QP is destroyed (on any thread): the next poll forgets it (a completion it left in this queue is then no
+     * longer shown to it; a QP created later may have its number).
+     */
     synchronized void detach(JniQueuePair qp) {
         attachedQps--;
-        if (qps.get(qp.qpNum()) == qp) {
-            qps.remove(qp.qpNum());
+        detached.add(qp);
+    }
+
+    /** Takes the QPs destroyed since the last poll out of {@link #qps} (polling thread). */
+    private void forgetDetached() {
+        JniQueuePair qp;
+        while ((qp = detached.poll()) != null) {
+            if (qps.get(qp.qpNum()) == qp) {
+                qps.remove(qp.qpNum());
+            }
         }
     }
 
