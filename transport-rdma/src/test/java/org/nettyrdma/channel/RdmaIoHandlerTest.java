@@ -422,15 +422,12 @@ class RdmaIoHandlerTest {
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "slow-teardown-client");
         EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "slow-teardown-server");
         try {
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
-                    .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
-            Client a = Client.connect(clientGroup, (InetSocketAddress) server.localAddress());
-            Client b = Client.connect(clientGroup, (InetSocketAddress) server.localAddress());
+            InetSocketAddress server = echoServer(serverGroup);
+            Client a = Client.connect(clientGroup, server);
+            Client b = Client.connect(clientGroup, server);
             a.echo("a");
             b.echo("b");
-            RdmaSocketChannel channelA = (RdmaSocketChannel) a.channel;
-            QueuePair qpA = RdmaTestSupport.onLoop(channelA, () -> channelA.resources().qp);
-            channelA.handler.resources().provider().faults().delayDestroy(qpA, 2_000);
+            RdmaSocketChannel channelA = delayDestroy(a, 2_000);
             a.channel.config().setOption(ChannelOption.SO_LINGER, 0); // abortive: the teardown begins within close()
             long start = System.nanoTime();
             ChannelFuture closed = a.channel.close();
@@ -464,13 +461,9 @@ class RdmaIoHandlerTest {
         EventLoopGroup clientGroup = RdmaTestSupport.newGroup(1, "slow-teardown-ending");
         EventLoopGroup serverGroup = RdmaTestSupport.newGroup(1, "slow-teardown-ending-server");
         try {
-            Channel server = RdmaTestSupport.serverBootstrap(serverGroup, serverGroup)
-                    .childHandler(new Echo()).bind(RdmaTestSupport.anyPort()).sync().channel();
-            Client a = Client.connect(clientGroup, (InetSocketAddress) server.localAddress());
+            Client a = Client.connect(clientGroup, echoServer(serverGroup));
             a.echo("before the loop ends");
-            RdmaSocketChannel channel = (RdmaSocketChannel) a.channel;
-            QueuePair qp = RdmaTestSupport.onLoop(channel, () -> channel.resources().qp);
-            channel.handler.resources().provider().faults().delayDestroy(qp, 1_000);
+            RdmaSocketChannel channel = delayDestroy(a, 1_000);
             clientGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly();
             assertFalse(channel.isOpen(), "the channel is closed with its loop");
             assertEquals(0, channel.counters().queuePairs(), () -> "" + channel.counters());
@@ -479,6 +472,20 @@ class RdmaIoHandlerTest {
             RdmaTestSupport.shutdown(clientGroup);
             RdmaTestSupport.shutdown(serverGroup);
         }
+    }
+
+    /** An echo server on {@code group}; its address. */
+    private static InetSocketAddress echoServer(EventLoopGroup group) throws InterruptedException {
+        return (InetSocketAddress) RdmaTestSupport.serverBootstrap(group, group).childHandler(new Echo())
+                .bind(RdmaTestSupport.anyPort()).sync().channel().localAddress();
+    }
+
+    /** Makes the destruction of {@code client}'s QP keep the destroying thread {@code millis}; the client's channel. */
+    private static RdmaSocketChannel delayDestroy(Client client, long millis) throws Exception {
+        RdmaSocketChannel channel = (RdmaSocketChannel) client.channel;
+        QueuePair qp = RdmaTestSupport.onLoop(channel, () -> channel.resources().qp);
+        channel.handler.resources().provider().faults().delayDestroy(qp, millis);
+        return channel;
     }
 
     /** A client channel that sends a string and waits for it to come back, and records its failure. */
