@@ -882,15 +882,17 @@ public final class RdmaSocketChannel extends AbstractRdmaChannel implements Sock
             CmId detached = detachId();
             tearingDown = true;
             handler.tearDown(() -> {
-                boolean qpGone = c.resources().closeQp();
-                if (detached != null) {
-                    try {
-                        detached.close(); // rdma_disconnect if connected, rdma_destroy_id
-                    } catch (VerbsException e) {
-                        logger.debug("rdma_destroy_id failed", e);
+                try {
+                    return c.resources().closeQp();
+                } finally {
+                    if (detached != null) {
+                        try {
+                            detached.close(); // rdma_disconnect if connected, rdma_destroy_id
+                        } catch (VerbsException e) {
+                            logger.debug("rdma_destroy_id failed", e);
+                        }
                     }
                 }
-                return qpGone;
             }, qpGone -> {
                 c.finishDestroy(qpGone);
                 tearingDown = false;

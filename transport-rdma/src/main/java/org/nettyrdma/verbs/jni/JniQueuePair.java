@@ -140,9 +140,14 @@ final class JniQueuePair implements QueuePair {
      * every device flushes the rest (siw leaves them pending until the connection closes).
      */
     void failed() {
-        if (tracked != QpState.ERROR && !closed) {
-            tracked = QpState.ERROR;
-            Native.modifyQpError(handle);
+        if (tracked == QpState.ERROR) {
+            return;
+        }
+        synchronized (this) { // a teardown thread may be destroying it: never touch a destroyed QP
+            if (!closed && !destroyed) {
+                tracked = QpState.ERROR;
+                Native.modifyQpError(handle);
+            }
         }
     }
 
@@ -397,10 +402,12 @@ final class JniQueuePair implements QueuePair {
 
     /** Once closed: destroys the QP and releases what it used. */
     void destroy() {
-        if (destroyed || !closed) {
-            return;
+        synchronized (this) { // (the QP's own calls on the polling thread check it under this monitor: failed())
+            if (destroyed || !closed) {
+                return;
+            }
+            destroyed = true;
         }
-        destroyed = true;
         long start = System.nanoTime();
         Native.destroyQp(handle);
         long took = System.nanoTime() - start;
