@@ -151,7 +151,10 @@ public final class EchoStream {
             }
             if (System.nanoTime() - deadline > 0) {
                 say("RESOURCES LEAKED " + millis + " ms after the last connection ended: " + c.queuePairs() + " queue pairs, "
-                        + c.registeredBytes() + " B registered by connections, " + inUse + " B of buffers in use");
+                        + c.registeredBytes() + " B registered by connections, " + inUse + " B of buffers in use"
+                        + " (teardowns that went on without their loop: " + c.slowTeardowns() + ")");
+                describeThreads("LEAKED"); // a QP or CM id the kernel does not let go shows on a teardown thread
+
                 return FAILED;
             }
             Thread.sleep(50);
@@ -297,23 +300,33 @@ public final class EchoStream {
                 + (ran ? "ran a task in " + (System.nanoTime() - start) / 1_000 + " us: " + state.getNow()
                         : "did not run a task within 2 s")
                 + (channel instanceof RdmaSocketChannel ? ", " + ((RdmaSocketChannel) channel).counters() : ""));
+        describeThreads("HANG");
+    }
+
+    /**
+     * The Java stack of each event-loop and teardown thread (the transport destroys QPs and CM ids on
+     * {@code netty-rdma-teardown} threads), then kernel stacks ({@link #kernelStacks}): lines starting with
+     * {@code prefix}.
+     */
+    private static void describeThreads(String prefix) {
         for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
-            if (e.getKey().getName().toLowerCase(Locale.ROOT).contains("eventloop")) {
-                StringBuilder stack = new StringBuilder("HANG thread " + e.getKey().getName() + " " + e.getKey().getState());
+            String name = e.getKey().getName();
+            if (name.toLowerCase(Locale.ROOT).contains("eventloop") || name.startsWith("netty-rdma-teardown")) {
+                StringBuilder stack = new StringBuilder(prefix + " thread " + name + " " + e.getKey().getState());
                 for (StackTraceElement frame : e.getValue()) {
                     stack.append("\n    at ").append(frame);
                 }
                 say(stack.toString());
             }
         }
-        kernelStacks();
+        kernelStacks(prefix);
     }
 
     /**
-     * The kernel stack of each of this process's threads that sleeps uninterruptibly (state D) or is an event loop's,
-     * where Linux shows it (root): a verbs call that does not return shows there.
+     * The kernel stack of each of this process's threads that sleeps uninterruptibly (state D), or is an event loop's or
+     * a teardown thread's, where Linux shows it (root): a verbs call that does not return shows there.
      */
-    private static void kernelStacks() {
+    private static void kernelStacks(String prefix) {
         File[] tasks = new File("/proc/self/task").listFiles();
         for (File task : tasks == null ? new File[0] : tasks) {
             try {
@@ -321,12 +334,12 @@ public final class EchoStream {
                 int end = stat.lastIndexOf(')');
                 String name = stat.substring(stat.indexOf('(') + 1, Math.max(end, stat.indexOf('(') + 1));
                 char state = end > 0 && stat.length() > end + 2 ? stat.charAt(end + 2) : '?';
-                if (state == 'D' || name.startsWith("multiThreadIo")) {
-                    say("HANG task " + task.getName() + " (" + name + ") state " + state + ", kernel stack:\n"
+                if (state == 'D' || name.startsWith("multiThreadIo") || name.startsWith("netty-rdma-tea")) {
+                    say(prefix + " task " + task.getName() + " (" + name + ") state " + state + ", kernel stack:\n"
                             + new String(Files.readAllBytes(task.toPath().resolve("stack")), StandardCharsets.US_ASCII));
                 }
             } catch (IOException | RuntimeException e) {
-                say("HANG task " + task.getName() + ": " + e);
+                say(prefix + " task " + task.getName() + ": " + e);
             }
         }
     }
