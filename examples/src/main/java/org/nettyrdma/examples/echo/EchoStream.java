@@ -154,7 +154,6 @@ public final class EchoStream {
                         + c.registeredBytes() + " B registered by connections, " + inUse + " B of buffers in use"
                         + " (teardowns that went on without their loop: " + c.slowTeardowns() + ")");
                 describeThreads("LEAKED"); // a QP or CM id the kernel does not let go shows on a teardown thread
-
                 return FAILED;
             }
             Thread.sleep(50);
