@@ -33,6 +33,8 @@ final class PerfOptions {
             "  -q, --connections N    connections per transport, all running at once; bandwidth is their sum",
             "                         (default 1)",
             "      --threads N        event loop threads of the client and of the server (default 1 each)",
+            "      --rdma-buffer-size S  rdma: RdmaChannelOption.RECEIVE_BUFFER_SIZE of both ends, the largest SEND",
+            "                         (default the transport's, 16K)",
             "      --verify           check every byte received against the sender's pattern and sequence numbers",
             "                         (byte counts are always checked)",
             "      --host ADDR        one process: the address the server binds and the client connects to",
@@ -61,6 +63,8 @@ final class PerfOptions {
     double warmupSeconds = 0.5;
     int connections = 1;
     int threads = 1;
+    /** RECEIVE_BUFFER_SIZE of the rdma channels of both ends; 0: the transport's default. */
+    int rdmaBufferSize;
     boolean verify;
     String host = "127.0.0.1";
     boolean server;
@@ -140,6 +144,9 @@ final class PerfOptions {
                     break;
                 case "--threads":
                     o.threads = (int) positiveLong(value(args, ++i, arg), arg);
+                    break;
+                case "--rdma-buffer-size":
+                    o.rdmaBufferSize = size(value(args, ++i, arg));
                     break;
                 case "--verify":
                     o.verify = true;

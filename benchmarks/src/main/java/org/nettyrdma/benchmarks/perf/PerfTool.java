@@ -115,6 +115,9 @@ public final class PerfTool {
         String rdma = RdmaIoHandlerConfig.PROVIDER_EMULATED.equals(provider)
                 ? "rdma on the emulated provider (in-process copies, no network)"
                 : "rdma on the native provider";
+        if (o.rdmaBufferSize > 0) {
+            rdma += " with receive buffers of " + o.rdmaBufferSize + " B";
+        }
         return String.format(Locale.ROOT, "%s; JDK %s, %d cores; %s; %d connection(s), %d loop thread(s) per side; %s",
                 o.twoProcesses() ? "client of " + o.host : "one process on " + o.host,
                 System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(), rdma,
@@ -139,7 +142,8 @@ public final class PerfTool {
             SocketAddress address;
             if (o.client == null) {
                 serverGroup = transport.newGroup(o.threads);
-                server = new ServerBootstrap().group(serverGroup).channel(transport.serverChannelClass())
+                server = transport.childOptions(new ServerBootstrap(), o).group(serverGroup)
+                        .channel(transport.serverChannelClass())
                         .childHandler(new ChannelInitializer<Channel>() {
                             @Override
                             protected void initChannel(Channel ch) {
@@ -154,8 +158,8 @@ public final class PerfTool {
             PerfClientHandler[] handlers = new PerfClientHandler[o.connections];
             for (int i = 0; i < o.connections; i++) {
                 handlers[i] = new PerfClientHandler();
-                channels.add(new Bootstrap().group(clientGroup).channel(transport.channelClass()).handler(handlers[i])
-                        .connect(address).sync().channel());
+                channels.add(transport.options(new Bootstrap(), o).group(clientGroup).channel(transport.channelClass())
+                        .handler(handlers[i]).connect(address).sync().channel());
             }
             label = transport.label();
             RegisteredMemory registered = RegisteredMemory.of(transport, o.connections, serverGroup, clientGroup);
@@ -423,7 +427,8 @@ public final class PerfTool {
                 }
                 EventLoopGroup group = transport.newGroup(o.threads);
                 groups.add(group);
-                Channel server = new ServerBootstrap().group(group).channel(transport.serverChannelClass())
+                Channel server = transport.childOptions(new ServerBootstrap(), o).group(group)
+                        .channel(transport.serverChannelClass())
                         .childHandler(new ChannelInitializer<Channel>() {
                             @Override
                             protected void initChannel(Channel ch) {

@@ -1,5 +1,7 @@
 package org.nettyrdma.benchmarks.perf;
 
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.IoHandler;
@@ -18,6 +20,7 @@ import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import org.nettyrdma.channel.Rdma;
+import org.nettyrdma.channel.RdmaChannelOption;
 import org.nettyrdma.channel.RdmaIoHandler;
 import org.nettyrdma.channel.RdmaIoHandlerConfig;
 import org.nettyrdma.channel.RdmaServerSocketChannel;
@@ -123,6 +126,18 @@ final class PerfTransport {
 
     boolean inProcessOnly(String provider) {
         return LOCAL.equals(name) || RDMA.equals(name) && RdmaIoHandlerConfig.PROVIDER_EMULATED.equals(provider);
+    }
+
+    /** {@code server} with the child options {@code o} sets for this transport: rdma's receive buffer size. */
+    ServerBootstrap childOptions(ServerBootstrap server, PerfOptions o) {
+        return RDMA.equals(name) && o.rdmaBufferSize > 0
+                ? server.childOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, o.rdmaBufferSize) : server;
+    }
+
+    /** {@code client} with the options {@code o} sets for this transport: rdma's receive buffer size. */
+    Bootstrap options(Bootstrap client, PerfOptions o) {
+        return RDMA.equals(name) && o.rdmaBufferSize > 0
+                ? client.option(RdmaChannelOption.RECEIVE_BUFFER_SIZE, o.rdmaBufferSize) : client;
     }
 
     String name() {

@@ -12,7 +12,10 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -66,6 +69,29 @@ class PerfToolTest {
         Document doc = factory.newDocumentBuilder().parse(svg.toFile());
         assertEquals("svg", doc.getDocumentElement().getLocalName());
         assertEquals(2 * 3, doc.getElementsByTagNameNS("http://www.w3.org/2000/svg", "polyline").getLength());
+    }
+
+    @Test
+    void rdmaBufferSizeReachesTheChannelsOfBothEnds() {
+        double standard = idleRegisteredKiB();
+        double large = idleRegisteredKiB("--rdma-buffer-size", "64K");
+        // both ends' receive buffers (and what is pooled for them) are four times as large
+        assertTrue(large > 3 * standard, "idle KiB per connection: " + standard + " with 16 KiB, " + large + " with 64");
+    }
+
+    /** The idle registered KiB per connection (both ends) the tool prints for a 64 KiB stream, checked byte by byte. */
+    private static double idleRegisteredKiB(String... extra) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        List<String> args = new ArrayList<>(List.of("--transports", "rdma", "--provider", "emulated", "--mode", "bw",
+                "-s", "64K", "-n", "20", "-w", "0", "--verify", "--timeout", "10"));
+        args.addAll(List.of(extra));
+        int status = PerfTool.run(new PrintStream(out, true, StandardCharsets.UTF_8),
+                new PrintStream(out, true, StandardCharsets.UTF_8), args.toArray(new String[0]));
+        String output = out.toString(StandardCharsets.UTF_8);
+        assertEquals(0, status, output);
+        Matcher m = Pattern.compile("(?m)^rdma \\(emulated\\) +bandwidth 64 KiB +([0-9.]+) +[0-9.]+$").matcher(output);
+        assertTrue(m.find(), output);
+        return Double.parseDouble(m.group(1));
     }
 
     @Test
