@@ -21,6 +21,7 @@ import io.netty.util.internal.logging.InternalLoggerFactory;
 import org.nettyrdma.verbs.CmEvent;
 import org.nettyrdma.verbs.CmEventChannel;
 import org.nettyrdma.verbs.CmEventType;
+import org.nettyrdma.verbs.CmId;
 import org.nettyrdma.verbs.CompletionArray;
 import org.nettyrdma.verbs.CompletionChannel;
 import org.nettyrdma.verbs.CompletionQueue;
@@ -478,7 +479,8 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     private void dispatch(CmEvent event) {
-        Object context = (event.type() == CmEventType.CONNECT_REQUEST ? event.listenId() : event.id()).context();
+        CmId owner = event.type() == CmEventType.CONNECT_REQUEST ? event.listenId() : event.id();
+        Object context = owner != null ? owner.context() : null; // no listener: it was closed as the request came
         if (!(context instanceof RdmaIoHandle)) {
             if (event.type() == CmEventType.CONNECT_REQUEST) {
                 closeQuietly(event.id()); // its listener is gone

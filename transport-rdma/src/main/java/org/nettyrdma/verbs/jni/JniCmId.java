@@ -34,7 +34,11 @@ final class JniCmId implements CmId {
     private JniDevice device;
     private JniQueuePair qp;
     private boolean connected;
-    private boolean closed;
+    /**
+     * Set by {@link #close()}, under the monitor; read without it by {@link #onEvent}, so that the loop never waits
+     * for a teardown thread that holds the monitor through the kernel's teardown.
+     */
+    private volatile boolean closed;
     /** A soft-iWARP rdma_connect runs on {@link #connectThread} (0 until it starts, or if it cannot be signalled). */
     private boolean connecting;
     /** While {@link #connecting}: the connect's outcome was reported by an event before its thread left. */
@@ -415,7 +419,18 @@ final class JniCmId implements CmId {
      * closed (the peer disconnected, or terminated it for want of a receive) leaves the QP in ERROR, which siw's
      * {@code ibv_query_qp} does not say: the QP learns it here, and is flushed.
      */
-    synchronized void onEvent(CmEventType type) {
+    void onEvent(CmEventType type) {
+        if (closed) {
+            // closing or closed: nothing here matters any more, and a teardown thread may hold the monitor for
+            // seconds (rdma_disconnect, the QP's destruction): the loop that polls the events must not wait for it
+            return;
+        }
+        synchronized (this) {
+            onEventLocked(type);
+        }
+    }
+
+    private void onEventLocked(CmEventType type) {
         if (connecting && (type == CmEventType.ESTABLISHED || type == CmEventType.REJECTED
                 || type == CmEventType.UNREACHABLE || type == CmEventType.CONNECT_ERROR)) {
             answered = true; // the kernel's part of the connect is over
@@ -507,6 +522,7 @@ final class JniCmId implements CmId {
             return;
         }
         closed = true;
+        provider.forget(this); // its later events are dropped: they no longer reach onEvent's monitor
         long waited = answered ? SiwConnects.RETURN_WAIT_NANOS : SiwConnects.INTERRUPT_WAIT_NANOS;
         if (!endConnect()) {
             closeDeferred = true;
@@ -531,7 +547,6 @@ final class JniCmId implements CmId {
             q.destroy();
         }
         long qpDestroyed = System.nanoTime();
-        provider.forget(this);
         int rc = Native.destroyId(handle);
         long end = System.nanoTime();
         if (end - start > SLOW_TEARDOWN_NANOS) {
