@@ -421,8 +421,8 @@ final class JniCmId implements CmId {
      */
     void onEvent(CmEventType type) {
         if (closed) {
-            // closing or closed: nothing here matters any more, and a teardown thread may hold the monitor for
-            // seconds (rdma_disconnect, the QP's destruction): the loop that polls the events must not wait for it
+            // closing or closed: nothing here matters any more, and a teardown thread holds the monitor through the
+            // kernel calls of close() (rdma_disconnect, rdma_destroy_id): the loop polling the events must not wait
             return;
         }
         synchronized (this) {
