@@ -75,8 +75,11 @@ class PerfToolTest {
     void rdmaBufferSizeReachesTheChannelsOfBothEnds() {
         double standard = idleRegisteredKiB();
         double large = idleRegisteredKiB("--rdma-buffer-size", "64K");
-        // both ends' receive buffers (and what is pooled for them) are four times as large
-        assertTrue(large > 3 * standard, "idle KiB per connection: " + standard + " with 16 KiB, " + large + " with 64");
+        // each end holds 16 receive buffers: 64 KiB ones add 16 x 48 KiB = 768 KiB per end. More than one and a half
+        // ends' worth is both ends, with room for the regions registered lazily, which vary between runs (a CI run on
+        // JDK 25 once measured 580 KiB with 16 KiB buffers where others measure 836)
+        assertTrue(large - standard > 1.5 * 768,
+                "idle KiB per connection: " + standard + " with 16 KiB receive buffers, " + large + " with 64 KiB");
     }
 
     /** The idle registered KiB per connection (both ends) the tool prints for a 64 KiB stream, checked byte by byte. */
