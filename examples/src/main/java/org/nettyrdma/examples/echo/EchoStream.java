@@ -496,7 +496,8 @@ public final class EchoStream {
                 received += n;
                 if (now - lastReportNs > 2_000_000_000L) {
                     lastReportNs = now;
-                    say("client: " + received + " bytes echoed intact, " + mbps(received, now - startNs));
+                    say("client: stream " + ctx.channel().remoteAddress() + ": " + received + " bytes echoed intact, "
+                            + mbps(received, now - startNs));
                 }
                 if (stopped && received == sent) {
                     long ns = now - startNs;
